@@ -14,7 +14,9 @@ ARCH_DIR = os.path.join(REPO, "arch")
 
 try:
     from umview import arch
-except ImportError:  # not installed: load the source tree's arch/ as a package
+    if os.path.realpath(os.path.dirname(arch.__file__)) != os.path.realpath(ARCH_DIR):
+        raise ImportError("umview.arch is installed from another tree")
+except ImportError:  # not installed from here: load this tree's arch/ as a package
     _spec = importlib.util.spec_from_file_location(
         "arch_under_test", os.path.join(ARCH_DIR, "__init__.py"),
         submodule_search_locations=[ARCH_DIR])
