@@ -1,0 +1,1023 @@
+/* core.c - umview's C core.
+ *
+ * One loop on waitpid(-1, __WALL) owns every ptrace stop. A seccomp filter,
+ * built from the calls Python says an engine may claim, makes only those calls
+ * stop (SECCOMP_RET_TRACE); every other call runs with no stop at all. At a
+ * trapped call C decodes it (PTRACE_GET_SYSCALL_INFO), looks the number up in
+ * the per-ABI table, and decides from the claim table and the path-prefix
+ * table whether Python must see it. If not, the tracee is resumed with
+ * PTRACE_CONT: one stop, no exit stop, no Python.
+ *
+ * See docs/internals.md for signals, group-stop, exec and thread exit.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include "core.h"
+
+/* Debian 12's headers predate these (Linux 6.16) */
+#ifndef PTRACE_GET_SYSCALL_INFO
+#define PTRACE_GET_SYSCALL_INFO 0x420e
+#endif
+#define UM_PTRACE_SET_SYSCALL_INFO 0x4212
+#define SI_ENTRY 1
+#define SI_EXIT 2
+#define SI_SECCOMP 3
+#define X32_BIT 0x40000000L
+#define AT_FDCWD_ -100
+#define AT_EMPTY_PATH_ 0x1000
+
+/* struct ptrace_syscall_info as of Linux 6.16 (88 bytes; SET wants it whole) */
+struct um_sci {
+    uint8_t op;
+    uint8_t reserved;
+    uint16_t flags;
+    uint32_t arch;
+    uint64_t instruction_pointer;
+    uint64_t stack_pointer;
+    union {
+        struct { uint64_t nr; uint64_t args[6]; } entry;
+        struct { int64_t rval; uint8_t is_error; } exit;
+        struct { uint64_t nr; uint64_t args[6]; uint32_t ret_data; uint32_t reserved2; } seccomp;
+    };
+};
+
+/* ------------------------------------------------------------------ */
+/* tables                                                              */
+/* ------------------------------------------------------------------ */
+
+#define MAX_NR 1024 /* numbers above this (x32 bias removed) are unknown */
+#define MAX_SC 2048
+#define PATH_SLOTS 2
+
+struct path_arg {
+    signed char path;     /* arg index of the path, -1 = none */
+    signed char dirfd;    /* arg index of its dirfd, -1 = relative to cwd */
+    signed char emptyflg; /* arg index of AT flags honouring AT_EMPTY_PATH, -1 = none */
+};
+
+static short nr_to_sc[UM_NABI][MAX_NR];
+static struct path_arg path_args[UM_NABI][MAX_SC][PATH_SLOTS];
+static unsigned char claim[MAX_SC];
+static int nsc;
+
+static char *prefixes[256];
+static size_t prefix_len[256];
+static int nprefixes;
+
+struct regmap {
+    int nr, ret, args[6];
+};
+static struct regmap regmap[UM_NABI];
+
+/* filter: per ABI, a bitmap of trapped numbers */
+static unsigned char trap[UM_NABI][MAX_NR];
+
+static int event_mask;
+static int spin_iterations;
+static struct um_stats stats;
+
+/* per-tid flags, indexed by tid (lazily zero pages: costs only what is touched) */
+#define TF_EXIT_WANTED 1
+#define TF_SEEN 2
+#define TF_EXECED 4 /* execve succeeded while its exit stop was pending */
+static unsigned char *tflags;
+static long pid_max = 4194304;
+
+static pid_t first_pid;
+static int first_status = -1;
+static int ntracees;
+static int ssi_state; /* 0 unknown, 1 works, -1 absent */
+
+/* the one outstanding stop handed to Python */
+static struct um_sci cur_sci;
+
+int um_core_version(void) { return UM_CORE_VERSION; }
+
+static unsigned char *tf(pid_t tid)
+{
+    static unsigned char dummy;
+    if (tid <= 0 || tid > pid_max) {
+        dummy = 0;
+        return &dummy;
+    }
+    return &tflags[tid];
+}
+
+int um_init(void)
+{
+    if (!tflags) {
+        FILE *f = fopen("/proc/sys/kernel/pid_max", "r");
+        if (f) {
+            if (fscanf(f, "%ld", &pid_max) != 1)
+                pid_max = 4194304;
+            fclose(f);
+        }
+        tflags = calloc((size_t)pid_max + 1, 1);
+        if (!tflags)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+void um_stats_get(struct um_stats *out) { *out = stats; }
+
+int um_table_reset(int n)
+{
+    if (n < 0 || n > MAX_SC)
+        return -EINVAL;
+    nsc = n;
+    for (int a = 0; a < UM_NABI; a++)
+        for (int i = 0; i < MAX_NR; i++)
+            nr_to_sc[a][i] = -1;
+    memset(path_args, -1, sizeof path_args);
+    memset(claim, 0, sizeof claim);
+    return 0;
+}
+
+/* the one bounds-checked look-up from (abi, nr) to a neutral index */
+static int lookup_sc(int abi, long nr)
+{
+    if (abi == UM_ABI_X32)
+        nr &= ~X32_BIT;
+    if (abi < 0 || abi >= UM_NABI || nr < 0 || nr >= MAX_NR)
+        return -1;
+    return nr_to_sc[abi][nr];
+}
+
+int um_map_nr(int abi, long nr, int sc)
+{
+    if (abi == UM_ABI_X32)
+        nr &= ~X32_BIT;
+    if (abi < 0 || abi >= UM_NABI || nr < 0 || nr >= MAX_NR || sc < 0 || sc >= nsc)
+        return -EINVAL;
+    nr_to_sc[abi][nr] = (short)sc;
+    return 0;
+}
+
+int um_set_path_arg(int abi, int sc, int slot, int path_idx, int dirfd_idx, int emptyflg_idx)
+{
+    if (abi < 0 || abi >= UM_NABI || sc < 0 || sc >= nsc || slot < 0 || slot >= PATH_SLOTS || path_idx < 0 || path_idx > 5 ||
+        dirfd_idx < -1 || dirfd_idx > 5 || emptyflg_idx < -1 || emptyflg_idx > 5)
+        return -EINVAL;
+    path_args[abi][sc][slot].path = (signed char)path_idx;
+    path_args[abi][sc][slot].dirfd = (signed char)dirfd_idx;
+    path_args[abi][sc][slot].emptyflg = (signed char)emptyflg_idx;
+    return 0;
+}
+
+int um_set_claim(int sc, int mode)
+{
+    if (sc < 0 || sc >= nsc)
+        return -EINVAL;
+    claim[sc] = (unsigned char)mode;
+    return 0;
+}
+
+int um_get_claim(int sc) { return (sc < 0 || sc >= nsc) ? 0 : claim[sc]; }
+
+int um_prefix_clear(void)
+{
+    for (int i = 0; i < nprefixes; i++)
+        free(prefixes[i]);
+    nprefixes = 0;
+    return 0;
+}
+
+int um_prefix_add(const char *p)
+{
+    size_t l = strlen(p);
+    if (nprefixes >= (int)(sizeof prefixes / sizeof prefixes[0]))
+        return -ENOSPC;
+    if (l == 0 || p[0] != '/')
+        return -EINVAL;
+    while (l > 1 && p[l - 1] == '/')
+        l--;
+    prefixes[nprefixes] = strndup(p, l);
+    if (!prefixes[nprefixes])
+        return -ENOMEM;
+    prefix_len[nprefixes++] = l;
+    return 0;
+}
+
+int um_set_regmap(int abi, int nr_off, int ret_off, const int *arg_offs)
+{
+    if (abi < 0 || abi >= UM_NABI)
+        return -EINVAL;
+    regmap[abi].nr = nr_off;
+    regmap[abi].ret = ret_off;
+    for (int i = 0; i < 6; i++)
+        regmap[abi].args[i] = arg_offs[i];
+    return 0;
+}
+
+int um_filter_clear(void)
+{
+    memset(trap, 0, sizeof trap);
+    return 0;
+}
+
+int um_filter_trap_nr(int abi, long nr)
+{
+    if (abi == UM_ABI_X32)
+        nr &= ~X32_BIT;
+    if (abi < 0 || abi >= UM_NABI || nr < 0 || nr >= MAX_NR)
+        return -EINVAL;
+    trap[abi][nr] = 1;
+    return 0;
+}
+
+void um_set_event_mask(int mask) { event_mask = mask; }
+void um_set_spin(int n) { spin_iterations = n < 0 ? 0 : n; }
+
+/* ------------------------------------------------------------------ */
+/* the seccomp filter                                                  */
+/* ------------------------------------------------------------------ */
+
+#define MAX_INSNS 4096
+struct bpf_buf {
+    struct sock_filter f[MAX_INSNS];
+    int n;
+    int overflow;
+};
+
+static void emit(struct bpf_buf *b, struct sock_filter s)
+{
+    if (b->n >= MAX_INSNS) {
+        b->overflow = 1;
+        return;
+    }
+    b->f[b->n++] = s;
+}
+
+/* Emit a binary search over the sorted numbers nrs[lo..hi): RET_TRACE on a
+ * match, RET_ALLOW otherwise. The accumulator holds the number. Long jumps
+ * use BPF_JA (32-bit offset) so any table size fits. */
+static void emit_search(struct bpf_buf *b, const long *nrs, int lo, int hi, uint32_t bias)
+{
+    if (hi - lo <= 4) {
+        for (int i = lo; i < hi; i++) {
+            emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nrs[i] | bias, 0, 1));
+            emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE));
+        }
+        emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+        return;
+    }
+    int mid = (lo + hi) / 2;
+    /* if nr >= nrs[mid]: fall into the "ja right"; else skip it to the left half */
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, (uint32_t)nrs[mid] | bias, 0, 1));
+    int ja = b->n;
+    emit(b, (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, 0));
+    emit_search(b, nrs, lo, mid, bias);
+    if (!b->overflow)
+        b->f[ja].k = (uint32_t)(b->n - ja - 1);
+    emit_search(b, nrs, mid, hi, bias);
+}
+
+static int collect(int abi, long *out)
+{
+    int n = 0;
+    for (long i = 0; i < MAX_NR; i++)
+        if (trap[abi][i])
+            out[n++] = i;
+    return n;
+}
+
+static int build_filter(struct bpf_buf *b)
+{
+    static long nrs[MAX_NR];
+    b->n = 0;
+    b->overflow = 0;
+    /* [0] load arch; jump to the per-ABI sections patched below */
+    emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)));
+    int j64 = b->n;
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 1));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, 0)); /* -> L64 */
+    int j32 = b->n;
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_I386, 0, 1));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, 0)); /* -> L32 */
+    /* an ABI the filter does not model: refuse, never allow by default */
+    emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS));
+
+    int l64 = b->n;
+    b->f[j64 + 1].k = (uint32_t)(l64 - (j64 + 1) - 1);
+    emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
+    int jx32 = b->n;
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, (uint32_t)X32_BIT, 0, 1));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, 0)); /* -> LX32 */
+    emit_search(b, nrs, 0, collect(UM_ABI_X86_64, nrs), 0);
+
+    int lx32 = b->n;
+    b->f[jx32 + 1].k = (uint32_t)(lx32 - (jx32 + 1) - 1);
+    emit_search(b, nrs, 0, collect(UM_ABI_X32, nrs), (uint32_t)X32_BIT);
+
+    int l32 = b->n;
+    b->f[j32 + 1].k = (uint32_t)(l32 - (j32 + 1) - 1);
+    emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
+    emit_search(b, nrs, 0, collect(UM_ABI_I386, nrs), 0);
+    return b->overflow ? -E2BIG : 0;
+}
+
+static int install_filter(void)
+{
+    static struct bpf_buf b;
+    int r = build_filter(&b);
+    if (r)
+        return r;
+    struct sock_fprog prog = {(unsigned short)b.n, b.f};
+    /* without CAP_SYS_ADMIN the kernel wants no_new_privs; with it (root),
+     * leave setuid programs working as they do natively */
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0)
+        return 0;
+    if (errno != EACCES)
+        return -errno;
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+        return -errno;
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog))
+        return -errno;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* spawning                                                            */
+/* ------------------------------------------------------------------ */
+
+/* signals the monitor does not act on itself: the terminal sends them to the
+ * whole foreground group, the tracees get them and decide */
+static const int ignored_signals[] = {SIGINT, SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU};
+#define NIGNORED (int)(sizeof ignored_signals / sizeof ignored_signals[0])
+static struct sigaction saved_actions[NIGNORED];
+/* signals forwarded to the first process (e.g. `timeout` sends SIGTERM) */
+static const int forwarded_signals[] = {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
+#define NFORWARDED (int)(sizeof forwarded_signals / sizeof forwarded_signals[0])
+
+static void forward_signal(int sig)
+{
+    if (first_pid > 0)
+        kill(first_pid, sig);
+}
+
+static void write_errno(int fd, int e)
+{
+    ssize_t r = write(fd, &e, sizeof e);
+    (void)r;
+}
+
+int um_spawn(char *const argv[], int flags)
+{
+    (void)flags;
+    int go[2], err[2];
+    int r = um_init();
+    if (r)
+        return r;
+    if (pipe2(go, O_CLOEXEC) || pipe2(err, O_CLOEXEC))
+        return -errno;
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        r = -errno;
+        close(go[0]); close(go[1]); close(err[0]); close(err[1]);
+        return r;
+    }
+    if (pid == 0) {
+        char c;
+        close(go[1]);
+        close(err[0]);
+        /* if the monitor dies before it has seized us, die too */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        /* Python ignores SIGPIPE and SIGXFSZ: programs expect the default */
+        signal(SIGPIPE, SIG_DFL);
+        signal(SIGXFSZ, SIG_DFL);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        r = install_filter();
+        if (r) {
+            write_errno(err[1], -r);
+            _exit(126);
+        }
+        /* exec only once the monitor says it holds us (a byte, not EOF) */
+        ssize_t n;
+        do
+            n = read(go[0], &c, 1);
+        while (n < 0 && errno == EINTR);
+        if (n != 1)
+            _exit(127);
+        prctl(PR_SET_PDEATHSIG, 0);
+        execvp(argv[0], argv);
+        write_errno(err[1], errno);
+        _exit(errno == ENOENT ? 127 : 126);
+    }
+    close(go[0]);
+    close(err[1]);
+    long opts = PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
+                PTRACE_O_TRACEEXEC | PTRACE_O_TRACESECCOMP | PTRACE_O_EXITKILL;
+    if (ptrace(PTRACE_SEIZE, pid, 0, opts)) {
+        r = -errno;
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, __WALL);
+        close(go[1]);
+        close(err[0]);
+        return r;
+    }
+    first_pid = pid;
+    first_status = -1;
+    ntracees = 1;
+    stats.processes++;
+    *tf(pid) = TF_SEEN;
+    if (write(go[1], "g", 1) != 1) {
+        r = -errno;
+        kill(pid, SIGKILL);
+        return r;
+    }
+    close(go[1]);
+    /* the child reports a failed filter or exec through err (CLOEXEC: EOF on success) */
+    int e = 0;
+    ssize_t n;
+    do
+        n = read(err[0], &e, sizeof e);
+    while (n < 0 && errno == EINTR);
+    close(err[0]);
+    /* the monitor's own reaction to job-control keys and forwarded signals */
+    for (int i = 0; i < NIGNORED; i++) {
+        struct sigaction ign = {0};
+        ign.sa_handler = SIG_IGN;
+        sigaction(ignored_signals[i], &ign, &saved_actions[i]);
+    }
+    for (int i = 0; i < NFORWARDED; i++) {
+        struct sigaction fw = {0};
+        fw.sa_handler = forward_signal;
+        fw.sa_flags = SA_RESTART;
+        sigaction(forwarded_signals[i], &fw, NULL);
+    }
+    if (n == sizeof e && e) {
+        /* the child exits by itself: reap it so um_next sees no tracee */
+        int st;
+        while (waitpid(pid, &st, __WALL) < 0 && errno == EINTR)
+            ;
+        ntracees = 0;
+        first_status = st;
+        return -e;
+    }
+    return pid;
+}
+
+int um_first_status(void) { return first_status; }
+
+/* ------------------------------------------------------------------ */
+/* tracee memory                                                       */
+/* ------------------------------------------------------------------ */
+
+static int mem_fd_rw(int tid, uint64_t addr, void *buf, size_t len, int write)
+{
+    char p[64];
+    snprintf(p, sizeof p, "/proc/%d/mem", tid);
+    int fd = open(p, (write ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = write ? pwrite(fd, buf, len, (off_t)addr) : pread(fd, buf, len, (off_t)addr);
+    int e = errno;
+    close(fd);
+    if (n < 0)
+        return -(e == EIO ? EFAULT : e);
+    return (int)n;
+}
+
+int um_read_mem(int tid, uint64_t addr, void *buf, size_t len)
+{
+    struct iovec l = {buf, len}, r = {(void *)(uintptr_t)addr, len};
+    ssize_t n = process_vm_readv(tid, &l, 1, &r, 1, 0);
+    if (n >= 0)
+        return (int)n;
+    if (errno == ENOSYS || errno == EPERM)
+        return mem_fd_rw(tid, addr, buf, len, 0);
+    return -errno;
+}
+
+int um_write_mem(int tid, uint64_t addr, const void *buf, size_t len)
+{
+    struct iovec l = {(void *)buf, len}, r = {(void *)(uintptr_t)addr, len};
+    ssize_t n = process_vm_writev(tid, &l, 1, &r, 1, 0);
+    if (n >= 0 && (size_t)n == len)
+        return (int)n;
+    /* read-only mappings, or no process_vm_writev: /proc/PID/mem writes through */
+    return mem_fd_rw(tid, addr, (void *)buf, len, 1);
+}
+
+/* Read a NUL-terminated string without ever reading past the page that holds
+ * its NUL: the first chunk stops at the page end, then page-sized chunks.
+ * Returns its length, -EFAULT if its first byte is unreadable or it runs into
+ * an unmapped page, -ENAMETOOLONG if no NUL within size-1 bytes. */
+int um_read_string(int tid, uint64_t addr, char *buf, int size)
+{
+    int got = 0;
+    if (size <= 0)
+        return -EINVAL;
+    while (got < size - 1) {
+        uint64_t a = addr + (uint64_t)got;
+        size_t chunk = 4096 - (a & 4095);
+        if (got == 0 && chunk > 256)
+            chunk = 256;
+        if (chunk > (size_t)(size - 1 - got))
+            chunk = (size_t)(size - 1 - got);
+        int n = um_read_mem(tid, a, buf + got, chunk);
+        if (n <= 0)
+            return n < 0 ? n : -EFAULT;
+        char *z = memchr(buf + got, 0, (size_t)n);
+        if (z)
+            return (int)(z - buf);
+        got += n;
+    }
+    buf[size - 1] = 0;
+    return -ENAMETOOLONG;
+}
+
+/* ------------------------------------------------------------------ */
+/* path resolution for the fast path (lexical: no symlinks)            */
+/* ------------------------------------------------------------------ */
+
+/* Normalize an absolute path in place: collapse "//", drop ".", apply "..". */
+static int normalize(char *p)
+{
+    char *out = p, *in = p;
+    if (*in != '/')
+        return -EINVAL;
+    while (*in) {
+        while (*in == '/')
+            in++;
+        if (!*in)
+            break;
+        char *end = strchrnul(in, '/');
+        size_t l = (size_t)(end - in);
+        if (l == 1 && in[0] == '.') {
+            /* skip */
+        } else if (l == 2 && in[0] == '.' && in[1] == '.') {
+            while (out > p && *--out != '/')
+                ;
+        } else {
+            *out++ = '/';
+            memmove(out, in, l);
+            out += l;
+        }
+        in = end;
+    }
+    if (out == p)
+        *out++ = '/';
+    *out = 0;
+    return (int)(out - p);
+}
+
+static int read_link(const char *proc, char *out, int size)
+{
+    ssize_t n = readlink(proc, out, (size_t)size - 1);
+    if (n < 0)
+        return -errno;
+    if (n >= size - 1)
+        return -ENAMETOOLONG;
+    out[n] = 0;
+    return (int)n;
+}
+
+/* Resolve path argument `slot` of the call to an absolute, lexically
+ * normalized path in out. Returns its length or -errno (the path is
+ * unreadable, too long, or its base directory is unknown). */
+int um_resolve_path(int tid, int abi, int sc, int slot, const uint64_t *args, char *out, int size)
+{
+    if (abi < 0 || abi >= UM_NABI || sc < 0 || sc >= nsc || slot < 0 || slot >= PATH_SLOTS || size < 2)
+        return -EINVAL;
+    const struct path_arg *pa = &path_args[abi][sc][slot];
+    if (pa->path < 0)
+        return -ENOENT;
+    char rel[PATH_MAX + 1];
+    int n = um_read_string(tid, args[pa->path], rel, sizeof rel);
+    if (n < 0)
+        return n;
+    stats.path_reads++;
+    if (rel[0] == '/') {
+        if (n >= size)
+            return -ENAMETOOLONG;
+        memcpy(out, rel, (size_t)n + 1);
+        return normalize(out);
+    }
+    char proc[64];
+    int dirfd = pa->dirfd >= 0 ? (int)args[pa->dirfd] : AT_FDCWD_;
+    if (n == 0) {
+        /* "" is ENOENT unless AT_EMPTY_PATH makes it the dirfd itself */
+        if (pa->emptyflg < 0 || !(args[pa->emptyflg] & AT_EMPTY_PATH_))
+            return -ENOENT;
+    }
+    if (dirfd == AT_FDCWD_)
+        snprintf(proc, sizeof proc, "/proc/%d/cwd", tid);
+    else
+        snprintf(proc, sizeof proc, "/proc/%d/fd/%d", tid, dirfd);
+    int b = read_link(proc, out, size);
+    if (b < 0)
+        return b;
+    if (out[0] != '/')
+        return -ENOTDIR; /* a socket, pipe or anon inode: not a directory */
+    if (n == 0)
+        return normalize(out);
+    if (b + 1 + n >= size)
+        return -ENAMETOOLONG;
+    out[b] = '/';
+    memcpy(out + b + 1, rel, (size_t)n + 1);
+    return normalize(out);
+}
+
+static int under_prefix(const char *p)
+{
+    for (int i = 0; i < nprefixes; i++) {
+        size_t l = prefix_len[i];
+        if (l == 1) /* "/" */
+            return 1;
+        if (strncmp(p, prefixes[i], l) == 0 && (p[l] == 0 || p[l] == '/'))
+            return 1;
+    }
+    return 0;
+}
+
+/* Does Python need to see this trapped call? */
+static int needs_python(int tid, int abi, int sc, const uint64_t *args)
+{
+    int c = claim[sc];
+    if (c & UM_CLAIM_ALL)
+        return 1;
+    if (!(c & UM_CLAIM_PATH))
+        return 0;
+    char buf[PATH_MAX + 1];
+    for (int s = 0; s < PATH_SLOTS; s++) {
+        if (path_args[abi][sc][s].path < 0)
+            continue;
+        int n = um_resolve_path(tid, abi, sc, s, args, buf, sizeof buf);
+        if (n == -ENAMETOOLONG || n == -EFAULT || n == -ENOENT)
+            continue; /* the kernel gives the tracee the same errno */
+        if (n < 0 || under_prefix(buf))
+            return 1; /* unsure: let Python decide */
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* registers                                                           */
+/* ------------------------------------------------------------------ */
+
+static int abi_of(const struct um_sci *si)
+{
+    if (si->arch == AUDIT_ARCH_I386)
+        return UM_ABI_I386;
+    if (si->arch == AUDIT_ARCH_X86_64)
+        return (si->entry.nr & X32_BIT) ? UM_ABI_X32 : UM_ABI_X86_64;
+    return -1;
+}
+
+static int get_regs(int tid, struct user_regs_struct *r)
+{
+    return ptrace(PTRACE_GETREGS, tid, 0, r) ? -errno : 0;
+}
+
+#define REG(r, off) (*(unsigned long long *)((char *)(r) + (off)))
+
+/* Write number and arguments of the stopped call (entry or seccomp stop). */
+static int set_call(int tid, int abi, long nr, const uint64_t *args)
+{
+    if (ssi_state >= 0) {
+        struct um_sci si = cur_sci;
+        si.reserved = 0;
+        si.flags = 0;
+        si.entry.nr = (uint64_t)nr;
+        memcpy(si.entry.args, args, sizeof si.entry.args);
+        if (ptrace(UM_PTRACE_SET_SYSCALL_INFO, tid, sizeof si, &si) == 0) {
+            ssi_state = 1;
+            return 0;
+        }
+        if (errno == ESRCH)
+            return -ESRCH;
+        if (ssi_state == 0 && (errno == EIO || errno == EINVAL))
+            ssi_state = -1; /* kernel before 6.16: registers from now on */
+        else
+            return -errno;
+    }
+    struct user_regs_struct r;
+    int e = get_regs(tid, &r);
+    if (e)
+        return e;
+    const struct regmap *m = &regmap[abi];
+    REG(&r, m->nr) = (unsigned long long)nr;
+    for (int i = 0; i < 6; i++)
+        REG(&r, m->args[i]) = args[i];
+    return ptrace(PTRACE_SETREGS, tid, 0, &r) ? -errno : 0;
+}
+
+static int set_args_regs(int tid, int abi, const uint64_t *args)
+{
+    struct user_regs_struct r;
+    int e = get_regs(tid, &r);
+    if (e)
+        return e;
+    for (int i = 0; i < 6; i++)
+        REG(&r, regmap[abi].args[i]) = args[i];
+    return ptrace(PTRACE_SETREGS, tid, 0, &r) ? -errno : 0;
+}
+
+static int set_return(int tid, int abi, int64_t val)
+{
+    return ptrace(PTRACE_POKEUSER, tid, regmap[abi].ret, (long)val) ? -errno : 0;
+}
+
+int um_ssi_available(void) { return ssi_state; }
+
+/* ------------------------------------------------------------------ */
+/* the loop                                                            */
+/* ------------------------------------------------------------------ */
+
+static void resume(pid_t tid, int req, int sig)
+{
+    if (*tf(tid) & TF_EXIT_WANTED && req == PTRACE_CONT)
+        req = PTRACE_SYSCALL; /* keep the exit stop Python asked for */
+    ptrace(req, tid, 0, sig);
+}
+
+static pid_t wait_any(int *status)
+{
+    pid_t pid;
+    for (int i = 0; i < spin_iterations; i++) {
+        pid = waitpid(-1, status, __WALL | WNOHANG);
+        if (pid != 0)
+            return pid;
+    }
+    do
+        pid = waitpid(-1, status, __WALL);
+    while (pid < 0 && errno == EINTR);
+    return pid;
+}
+
+static int is_stop_signal(int sig)
+{
+    return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+}
+
+/* The first process entered a group-stop: stop the monitor too, so the shell
+ * that started umview sees its job stopped; when the shell continues us,
+ * continue the first process if the shell's SIGCONT could not reach it. */
+static void propagate_stop(void)
+{
+    if (!isatty(0) && !isatty(2))
+        return;
+    kill(getpid(), SIGSTOP);
+    if (first_pid > 0 && getpgid(first_pid) != getpgrp())
+        kill(first_pid, SIGCONT);
+}
+
+/* Complete the reply Python gave to the outstanding event. */
+static void finish_reply(struct um_event *ev)
+{
+    pid_t tid = ev->tid;
+    int abi = ev->abi;
+    if (ev->kind == UM_EV_SYSCALL) {
+        if (ev->changed & (UM_CHANGED_ARGS | UM_CHANGED_NR)) {
+            stats.rewritten++;
+            set_call(tid, abi, ev->nr, ev->args);
+        }
+        if (ev->reply == UM_REPLY_SKIP) {
+            stats.skipped++;
+            if (!(ev->changed & UM_CHANGED_NR)) {
+                uint64_t a[6];
+                memcpy(a, ev->args, sizeof a);
+                set_call(tid, abi, -1, a);
+            }
+            set_return(tid, abi, ev->rval);
+            *tf(tid) &= ~TF_EXIT_WANTED;
+            ptrace(PTRACE_CONT, tid, 0, 0);
+        } else if (ev->reply == UM_REPLY_CONTINUE_AFTER) {
+            *tf(tid) |= TF_EXIT_WANTED;
+            ptrace(PTRACE_SYSCALL, tid, 0, 0);
+        } else {
+            *tf(tid) &= ~TF_EXIT_WANTED;
+            ptrace(PTRACE_CONT, tid, 0, 0);
+        }
+    } else if (ev->kind == UM_EV_SYSCALL_EXIT) {
+        /* restore what entry changed (the syscall ABI preserves argument
+         * registers), then give the result */
+        if ((ev->changed & UM_CHANGED_ARGS) && !(ev->flags & UM_EXIT_AFTER_EXEC))
+            set_args_regs(tid, abi, ev->args);
+        if (ev->changed & UM_CHANGED_RVAL)
+            set_return(tid, abi, ev->rval);
+        resume(tid, PTRACE_CONT, 0);
+    } else if (ev->kind == UM_EV_FORK || ev->kind == UM_EV_EXEC) {
+        resume(tid, PTRACE_CONT, 0);
+    }
+    ev->kind = UM_EV_DONE;
+}
+
+static int fill_syscall(struct um_event *ev, pid_t tid, const struct um_sci *si, int kind)
+{
+    ev->kind = kind;
+    ev->tid = tid;
+    ev->ip = si->instruction_pointer;
+    ev->sp = si->stack_pointer;
+    ev->reply = UM_REPLY_CONTINUE;
+    ev->changed = 0;
+    ev->msg = 0;
+    ev->flags = 0;
+    stats.python_events++;
+    return kind;
+}
+
+int um_next(struct um_event *ev)
+{
+    if (ev->kind != UM_EV_DONE)
+        finish_reply(ev);
+    int status;
+    struct um_sci si;
+    for (;;) {
+        pid_t tid = wait_any(&status);
+        if (tid < 0) {
+            if (errno == ECHILD) {
+                ev->kind = UM_EV_DONE;
+                return UM_EV_DONE;
+            }
+            ev->kind = UM_EV_ERROR;
+            ev->msg = errno;
+            return UM_EV_ERROR;
+        }
+        if (WIFEXITED(status) || WIFSIGNALED(status)) {
+            if (tid == first_pid)
+                first_status = status;
+            if (*tf(tid) & TF_SEEN)
+                ntracees--;
+            *tf(tid) = 0;
+            if (event_mask & UM_WANT_EXIT) {
+                memset(ev, 0, sizeof *ev);
+                ev->kind = UM_EV_EXIT;
+                ev->tid = tid;
+                ev->status = status;
+                ev->sc = -1;
+                stats.python_events++;
+                return UM_EV_EXIT;
+            }
+            continue;
+        }
+        if (!WIFSTOPPED(status))
+            continue;
+        stats.stops++;
+        if (!(*tf(tid) & TF_SEEN)) {
+            *tf(tid) |= TF_SEEN;
+            ntracees++;
+            stats.processes++;
+        }
+        int sig = WSTOPSIG(status);
+        int event = (unsigned)status >> 16;
+
+        if (sig == SIGTRAP && event == PTRACE_EVENT_SECCOMP) {
+            stats.seccomp_stops++;
+            if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof si, &si) <= 0 || si.op != SI_SECCOMP) {
+                resume(tid, PTRACE_CONT, 0);
+                continue;
+            }
+            int abi = abi_of(&si);
+            int sc = abi < 0 ? -1 : lookup_sc(abi, (long)si.seccomp.nr);
+            int c = sc >= 0 ? claim[sc] : abi >= 0 && !trap[abi][si.seccomp.nr & (MAX_NR - 1)] ? 0 : UM_CLAIM_REFUSE;
+            if (c & UM_CLAIM_REFUSE) {
+                /* a call from an ABI or of a kind no engine can decode */
+                stats.refused++;
+                cur_sci = si;
+                set_call(tid, abi < 0 ? UM_ABI_X86_64 : abi, -1, si.seccomp.args);
+                set_return(tid, abi < 0 ? UM_ABI_X86_64 : abi, -ENOSYS);
+                ptrace(PTRACE_CONT, tid, 0, 0);
+                continue;
+            }
+            if (!needs_python(tid, abi, sc, si.seccomp.args)) {
+                stats.fast_continue++;
+                resume(tid, PTRACE_CONT, 0);
+                continue;
+            }
+            cur_sci = si;
+            ev->abi = abi;
+            ev->sc = sc;
+            ev->nr = (long)si.seccomp.nr;
+            memcpy(ev->args, si.seccomp.args, sizeof ev->args);
+            ev->rval = 0;
+            ev->status = 0;
+            return fill_syscall(ev, tid, &si, UM_EV_SYSCALL);
+        }
+        if (sig == (SIGTRAP | 0x80)) {
+            /* a syscall-exit stop (we never ask for entry stops) */
+            stats.exit_stops++;
+            if (!(*tf(tid) & TF_EXIT_WANTED) ||
+                ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof si, &si) <= 0 || si.op != SI_EXIT) {
+                *tf(tid) &= ~TF_EXIT_WANTED;
+                ptrace(PTRACE_CONT, tid, 0, 0);
+                continue;
+            }
+            int execed = *tf(tid) & TF_EXECED;
+            *tf(tid) &= ~(TF_EXIT_WANTED | TF_EXECED);
+            cur_sci = si;
+            ev->rval = si.exit.rval;
+            /* abi, sc, nr, args: Python keeps them from the entry */
+            ev->abi = si.arch == AUDIT_ARCH_I386 ? UM_ABI_I386 : UM_ABI_X86_64;
+            ev->sc = -1;
+            ev->nr = -1;
+            fill_syscall(ev, tid, &si, UM_EV_SYSCALL_EXIT);
+            ev->flags = execed ? UM_EXIT_AFTER_EXEC : 0;
+            return UM_EV_SYSCALL_EXIT;
+        }
+        if (sig == SIGTRAP && event) {
+            unsigned long msg = 0;
+            if (event == PTRACE_EVENT_FORK || event == PTRACE_EVENT_VFORK || event == PTRACE_EVENT_CLONE) {
+                ptrace(PTRACE_GETEVENTMSG, tid, 0, &msg);
+                if (msg > 0 && !(*tf((pid_t)msg) & TF_SEEN)) {
+                    *tf((pid_t)msg) |= TF_SEEN;
+                    ntracees++;
+                    stats.processes++;
+                }
+                if (event_mask & UM_WANT_FORK) {
+                    memset(ev, 0, sizeof *ev);
+                    ev->kind = UM_EV_FORK;
+                    ev->tid = tid;
+                    ev->msg = (long)msg;
+                    ev->sc = -1;
+                    ev->flags = event == PTRACE_EVENT_CLONE ? UM_FORK_THREAD
+                                : event == PTRACE_EVENT_VFORK ? UM_FORK_VFORK : 0;
+                    stats.python_events++;
+                    return UM_EV_FORK;
+                }
+            } else if (event == PTRACE_EVENT_EXEC) {
+                ptrace(PTRACE_GETEVENTMSG, tid, 0, &msg);
+                if ((pid_t)msg != tid && msg > 0) {
+                    /* a non-leader thread execed: it now has the leader's tid */
+                    unsigned char f = *tf((pid_t)msg);
+                    *tf((pid_t)msg) = 0;
+                    ntracees--; /* the former tid never reports its exit */
+                    *tf(tid) = (unsigned char)(f | TF_SEEN);
+                }
+                if (*tf(tid) & TF_EXIT_WANTED)
+                    *tf(tid) |= TF_EXECED;
+                if (event_mask & UM_WANT_EXEC) {
+                    memset(ev, 0, sizeof *ev);
+                    ev->kind = UM_EV_EXEC;
+                    ev->tid = tid;
+                    ev->msg = (long)msg;
+                    ev->sc = -1;
+                    stats.python_events++;
+                    return UM_EV_EXEC;
+                }
+            } else if (event == PTRACE_EVENT_STOP) {
+                /* the first stop of a new tracee, or after PTRACE_INTERRUPT */
+            }
+            resume(tid, PTRACE_CONT, 0);
+            continue;
+        }
+        if (event == PTRACE_EVENT_STOP) {
+            if (is_stop_signal(sig)) {
+                stats.group_stops++;
+                ptrace(PTRACE_LISTEN, tid, 0, 0);
+                if (tid == first_pid)
+                    propagate_stop();
+            } else {
+                resume(tid, PTRACE_CONT, 0);
+            }
+            continue;
+        }
+        /* a signal-delivery stop: deliver it as the kernel would have */
+        stats.signals++;
+        resume(tid, PTRACE_CONT, sig);
+    }
+}
+
+int um_kill_all(void)
+{
+    if (first_pid > 0)
+        kill(first_pid, SIGKILL);
+    return 0;
+}
+
+/* Restore the signal dispositions um_spawn changed (for the monitor's own
+ * exit: re-raising the first process's signal). */
+void um_restore_signals(void)
+{
+    for (int i = 0; i < NIGNORED; i++)
+        sigaction(ignored_signals[i], &saved_actions[i], NULL);
+    for (int i = 0; i < NFORWARDED; i++)
+        signal(forwarded_signals[i], SIG_DFL);
+}

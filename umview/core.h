@@ -1,0 +1,117 @@
+/* core.h - the C core of umview: the ptrace loop, the seccomp filter, the
+ * fast path that decides without Python, and tracee memory/register access.
+ *
+ * Policy lives in Python. Python fills the tables below (syscall numbers per
+ * ABI, what each neutral syscall's arguments are, which calls are claimed and
+ * how, the path-prefix table) and then calls um_next() in a loop: C runs the
+ * tracees and returns only for events Python asked for.
+ *
+ * This header is also the cffi cdef (build_core.py strips the preprocessor
+ * lines), so it holds declarations only, in plain C that cffi can parse.
+ */
+
+#define UM_CORE_VERSION 1
+
+/* ABIs, as decoded from ptrace_syscall_info.arch and the number */
+#define UM_ABI_X86_64 0
+#define UM_ABI_I386 1
+#define UM_ABI_X32 2
+#define UM_NABI 3
+
+/* how a neutral syscall is claimed (a bit set; 0 = nobody cares) */
+#define UM_CLAIM_ALL 1    /* every call goes to Python */
+#define UM_CLAIM_PATH 2   /* calls with a path argument under a prefix of the table */
+#define UM_CLAIM_REFUSE 4 /* refuse with ENOSYS (a variant no engine can decode) */
+
+/* event kinds returned by um_next() */
+#define UM_EV_DONE 0         /* no tracee left */
+#define UM_EV_SYSCALL 1      /* a claimed call at its entry (seccomp stop) */
+#define UM_EV_SYSCALL_EXIT 2 /* the exit of a call Python asked to see */
+#define UM_EV_FORK 3         /* a new tracee: msg = new tid, flags: UM_FORK_* */
+#define UM_EV_EXEC 4         /* tid execed; msg = former tid */
+#define UM_EV_EXIT 5         /* tid is gone; status = its wait status */
+#define UM_EV_ERROR 6        /* waitpid failed unexpectedly; msg = errno */
+
+#define UM_FORK_THREAD 1
+#define UM_FORK_VFORK 2
+#define UM_EXIT_AFTER_EXEC 4 /* ev->flags at UM_EV_SYSCALL_EXIT: the call execed */
+
+/* which optional events Python wants (um_set_event_mask) */
+#define UM_WANT_FORK 1
+#define UM_WANT_EXEC 2
+#define UM_WANT_EXIT 4
+
+/* replies Python gives to a UM_EV_SYSCALL / UM_EV_SYSCALL_EXIT event */
+#define UM_REPLY_CONTINUE 0       /* run it, no exit stop */
+#define UM_REPLY_CONTINUE_AFTER 1 /* run it and report UM_EV_SYSCALL_EXIT */
+#define UM_REPLY_SKIP 2           /* do not run it; the tracee gets ev->rval */
+
+/* ev->changed bits: what Python modified in the event */
+#define UM_CHANGED_ARGS 1
+#define UM_CHANGED_NR 2
+#define UM_CHANGED_RVAL 4
+
+struct um_event {
+    int kind;
+    int tid;
+    int abi;
+    int sc;              /* neutral syscall index, -1 if unknown */
+    long nr;             /* number as the kernel sees it */
+    uint64_t args[6];
+    int64_t rval;        /* result at exit; result to give on SKIP */
+    uint64_t ip;
+    uint64_t sp;
+    int status;          /* wait status for UM_EV_EXIT */
+    long msg;            /* event message (new tid, former tid, errno) */
+    int flags;
+    /* filled in by Python before the next um_next() call */
+    int reply;
+    int changed;
+};
+
+struct um_stats {
+    uint64_t stops;           /* every ptrace stop */
+    uint64_t seccomp_stops;   /* trapped calls */
+    uint64_t exit_stops;      /* syscall-exit stops (only on request) */
+    uint64_t fast_continue;   /* trapped calls resumed by C, no Python */
+    uint64_t python_events;   /* events handed to Python */
+    uint64_t skipped;         /* calls skipped with a result (virtualized) */
+    uint64_t rewritten;       /* calls whose number or args were changed */
+    uint64_t path_reads;      /* path strings read by the fast path */
+    uint64_t refused;         /* calls refused with ENOSYS by C */
+    uint64_t signals;         /* signals re-injected */
+    uint64_t group_stops;
+    uint64_t processes;       /* tracees seen (including the first) */
+};
+
+int um_core_version(void);
+int um_init(void);
+void um_stats_get(struct um_stats *out);
+
+/* --- tables (filled by Python before um_spawn) --- */
+int um_table_reset(int nsc);
+int um_map_nr(int abi, long nr, int sc);
+int um_set_path_arg(int abi, int sc, int slot, int path_idx, int dirfd_idx, int emptyok_flags_idx);
+int um_set_claim(int sc, int mode);
+int um_get_claim(int sc);
+int um_prefix_clear(void);
+int um_prefix_add(const char *prefix);
+int um_set_regmap(int abi, int nr_off, int ret_off, const int *arg_offs);
+int um_filter_trap_nr(int abi, long nr);
+int um_filter_clear(void);
+void um_set_event_mask(int mask);
+void um_set_spin(int iterations);
+
+/* --- running --- */
+int um_spawn(char *const argv[], int flags);
+int um_next(struct um_event *ev);
+int um_first_status(void);
+int um_kill_all(void);
+
+/* --- tracee access --- */
+int um_read_mem(int tid, uint64_t addr, void *buf, size_t len);
+int um_write_mem(int tid, uint64_t addr, const void *buf, size_t len);
+int um_read_string(int tid, uint64_t addr, char *buf, int size);
+int um_resolve_path(int tid, int abi, int sc, int slot, const uint64_t *args, char *out, int size);
+int um_ssi_available(void);
+void um_restore_signals(void);
