@@ -773,3 +773,13 @@ I386_ONLY: tuple[str, ...] = (
 # x32 layouts and numbers), so nothing to map today. Kept for symmetry and checked by test.
 X32_VARIANTS: dict[str, tuple[str, ...]] = {}
 X32_ONLY: tuple[str, ...] = ()
+
+
+# Calls whose flags argument may carry AT_EMPTY_PATH: an empty path then means the
+# dirfd itself. name -> index of that flags argument.
+EMPTY_PATH_FLAGS: dict[str, int] = {
+    "newfstatat": 3, "fstatat64": 3, "statx": 2, "fchownat": 4, "linkat": 4,
+    "name_to_handle_at": 4, "execveat": 4, "open_tree": 2, "fchmodat2": 3,
+    "utimensat": 3, "faccessat2": 3, "mount_setattr": 2, "open_tree_attr": 2,
+    "getxattrat": 2, "setxattrat": 2, "listxattrat": 2, "removexattrat": 2,
+}

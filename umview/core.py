@@ -1,0 +1,70 @@
+"""Thin Python layer over the C core (umview/core.c, built as umview._umcore).
+
+It loads the compiled core, checks that it is the build this source expects,
+and turns C error codes (negative errno) into OSError. Nothing here knows
+about engines or modules.
+"""
+import errno
+import os
+
+_EXPECTED_VERSION = 1
+
+try:
+    from umview._umcore import ffi, lib
+except ImportError as exc:  # pragma: no cover - depends on the installation
+    raise ImportError(
+        "umview's C core (umview._umcore) is not built: reinstall with "
+        "`pip install .` (or `pip install -e .`) on a machine with gcc and the "
+        f"Python headers ({exc})"
+    ) from exc
+
+if lib.um_core_version() != _EXPECTED_VERSION or lib.UM_CORE_VERSION != _EXPECTED_VERSION:
+    raise ImportError(
+        f"umview's C core is a stale build (version {lib.um_core_version()}, this source "
+        f"wants {_EXPECTED_VERSION}): rebuild it with `pip install .` (or `pip install -e .`)"
+    )
+
+
+def check(ret):
+    """Return ret, or raise OSError when the C core returned -errno."""
+    if ret < 0:
+        raise OSError(-ret, os.strerror(-ret))
+    return ret
+
+
+def read_mem(tid, addr, size):
+    """Read size bytes of tracee memory; OSError(EFAULT) if not all readable."""
+    buf = ffi.new("char[]", size or 1)
+    n = check(lib.um_read_mem(tid, addr, buf, size))
+    if n != size:
+        raise OSError(errno.EFAULT, os.strerror(errno.EFAULT))
+    return ffi.buffer(buf, size)[:]
+
+
+def write_mem(tid, addr, data):
+    """Write bytes into tracee memory; OSError(EFAULT) if it cannot."""
+    n = check(lib.um_write_mem(tid, addr, data, len(data)))
+    if n != len(data):
+        raise OSError(errno.EFAULT, os.strerror(errno.EFAULT))
+
+
+_PATH_MAX = 4096
+
+
+def read_string(tid, addr, limit=_PATH_MAX):
+    """Read a NUL-terminated string (without the NUL), at most limit-1 bytes.
+
+    Never reads past the page holding the NUL. OSError(EFAULT) for a bad
+    pointer, OSError(ENAMETOOLONG) if there is no NUL within limit-1 bytes.
+    """
+    buf = ffi.new("char[]", limit)
+    n = check(lib.um_read_string(tid, addr, buf, limit))
+    return ffi.buffer(buf, n)[:]
+
+
+def resolve_path(tid, abi, sc, slot, args):
+    """Path argument ``slot`` of neutral call ``sc`` made absolute against the
+    thread's cwd or dirfd and normalized lexically; None if it cannot be."""
+    buf = ffi.new("char[]", _PATH_MAX + 1)
+    n = lib.um_resolve_path(tid, abi, sc, slot, ffi.new("uint64_t[6]", args), buf, _PATH_MAX + 1)
+    return None if n < 0 else ffi.buffer(buf, n)[:]

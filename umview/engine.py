@@ -1,0 +1,183 @@
+"""The engine API: what modules and tracers are built on.
+
+An engine declares which system calls it may claim; the seccomp filter traps
+the union of all engines' claims and nothing else. For each call it claimed,
+the engine's ``enter`` returns one of the actions of the original
+PTRACE_SYSVM proposal:
+
+``CONTINUE``
+    run the call (possibly with arguments the engine rewrote); no exit stop
+    for this engine.
+``CONTINUE_AFTER``
+    run it, and call my ``exit`` when it returns, to fix the result or to
+    undo what ``enter`` changed.
+``Skip(result)``
+    the kernel never sees the call; the process gets ``result`` (a value
+    >= 0, or ``-errno``). Raising ``OSError(errno)`` in ``enter`` means
+    ``Skip(-errno)``.
+
+Engines are asked newest first; the first ``Skip`` ends the walk. At exit the
+engines that asked for it are called oldest first, so an engine loaded last
+sees the call as the process made it and the result as the process gets it.
+"""
+import errno as _errno
+
+from umview import core
+
+
+class Action:
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return self.name
+
+
+CONTINUE = Action("CONTINUE")
+CONTINUE_AFTER = Action("CONTINUE_AFTER")
+
+
+class Skip:
+    """Do not run the call: the process gets ``result`` (>= 0, or -errno)."""
+
+    __slots__ = ("result",)
+
+    def __init__(self, result=0):
+        self.result = int(result)
+
+    @classmethod
+    def errno(cls, code):
+        return cls(-code)
+
+    def __repr__(self):
+        return f"Skip({self.result})"
+
+
+class Engine:
+    """Base class of engines. Subclasses set the claims and override hooks.
+
+    ``syscalls``: neutral names (``arch`` tables) of calls this engine sees,
+        every one of them.
+    ``path_syscalls``: path-carrying calls this engine sees when one of their
+        path arguments, resolved to an absolute path, lies under one of
+        ``prefixes``. The C core decides this without entering Python.
+    ``prefixes``: absolute paths; ``"/"`` means every path.
+
+    ``enter`` must not block for long: every traced process waits for it.
+    It must not keep the Call after ``exit`` (or after ``enter`` if it did not
+    ask for the exit): the Call describes one stop of one thread.
+    """
+
+    name = "engine"
+    description = ""
+    syscalls = frozenset()
+    path_syscalls = frozenset()
+    prefixes = ()
+
+    def enter(self, call):
+        return CONTINUE
+
+    def exit(self, call):
+        pass
+
+    def wants(self, call):
+        """Does this engine claim this particular call?"""
+        if call.name in self.syscalls:
+            return True
+        if call.name in self.path_syscalls and self.prefixes:
+            for path in call.paths():
+                if path is not None and under_any(path, self.prefixes):
+                    return True
+        return False
+
+
+def under_any(path, prefixes):
+    """Is the absolute path (bytes) equal to or below one of the prefixes?"""
+    for p in prefixes:
+        pb = p.encode() if isinstance(p, str) else p
+        pb = pb.rstrip(b"/") or b"/"
+        if pb == b"/" or path == pb or path.startswith(pb + b"/"):
+            return True
+    return False
+
+
+_ABI_IDS = {"x86_64": 0, "i386": 1, "x32": 2}  # UM_ABI_* of core.h
+
+# Bytes kept free below the stack pointer: the x86_64 red zone.
+_RED_ZONE = 128
+_SCRATCH_LIMIT = 64 * 1024
+
+
+class Call:
+    """One system call of one thread, handed down the engine pipeline.
+
+    ``args`` is a mutable list of the six raw arguments; an engine that
+    changes it rewrites the call for the engines older than itself and for
+    the kernel. The original values stay in ``orig_args`` (and ``orig_nr``),
+    and are restored in the registers when the call returns, as the syscall
+    ABI promises the process.
+    """
+
+    def __init__(self, tid, abi, sc, name, nr, args, ip, sp, path_slots):
+        self.tid = tid
+        self.abi = abi  # "x86_64", "i386" or "x32"
+        self.abi_id = _ABI_IDS[abi]
+        self.sc = sc
+        self.name = name
+        self.nr = nr
+        self.orig_nr = nr
+        self.args = list(args)
+        self.orig_args = tuple(args)
+        self.ip = ip
+        self.sp = sp
+        self.retval = None
+        self.execed = False
+        self._path_slots = path_slots
+        self._paths = None
+        self._scratch = sp - _RED_ZONE
+
+    def __repr__(self):
+        return f"<Call {self.name} tid={self.tid} args={[hex(a) for a in self.args]}>"
+
+    # --- memory ---
+    def read_string(self, index, limit=4096):
+        """The NUL-terminated string argument ``index`` (bytes)."""
+        return core.read_string(self.tid, self.args[index], limit)
+
+    def read_mem(self, addr, size):
+        return core.read_mem(self.tid, addr, size)
+
+    def write_mem(self, addr, data):
+        core.write_mem(self.tid, addr, data)
+
+    def alloc(self, size):
+        """Scratch memory in the tracee, valid until this call returns."""
+        start = (self._scratch - size) & ~15
+        if self.sp - start > _SCRATCH_LIMIT:
+            raise OSError(_errno.ENOMEM, "no scratch memory left for this call")
+        self._scratch = start
+        return start
+
+    def set_string(self, index, value):
+        """Make argument ``index`` point at a copy of ``value`` (bytes)."""
+        if isinstance(value, str):
+            value = value.encode()
+        data = value + b"\0"
+        addr = self.alloc(len(data))
+        self.write_mem(addr, data)
+        self.args[index] = addr
+        self._paths = None
+
+    # --- paths ---
+    def paths(self):
+        """The call's path arguments resolved to absolute, lexically normalized
+        paths (bytes), one per path slot; None where it cannot be resolved."""
+        if self._paths is None:
+            self._paths = [self.path(slot) for slot in range(self._path_slots)]
+        return self._paths
+
+    def path(self, slot=0):
+        """Path argument ``slot`` resolved (see ``paths``), or None."""
+        return core.resolve_path(self.tid, self.abi_id, self.sc, slot, self.args)

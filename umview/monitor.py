@@ -1,0 +1,344 @@
+"""The monitor: mirrors the engines' claims into the C core, runs the loop,
+and walks the engine pipeline for each call the C core hands to Python.
+
+The pipeline of one claimed call (``Dispatcher.enter`` / ``Dispatcher.exit``):
+engines newest first at entry, each may pass, rewrite or skip; the first Skip
+ends the walk; at exit the engines that asked are called oldest first.
+"""
+import errno
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+
+from umview import arch, core
+from umview.arch import signatures
+from umview.core import ffi, lib
+from umview.engine import CONTINUE, CONTINUE_AFTER, Call, Engine, Skip
+
+log = logging.getLogger("umview")
+
+ABI_IDS = {"x86_64": lib.UM_ABI_X86_64, "i386": lib.UM_ABI_I386, "x32": lib.UM_ABI_X32}
+_VARIANTS = {"i386": signatures.I386_VARIANTS, "x32": getattr(signatures, "X32_VARIANTS", {})}
+
+#: every path-carrying call, for engines that claim paths
+PATH_SYSCALLS = frozenset(signatures.PATH_ARGS)
+
+
+class SyscallTable:
+    """Neutral names <-> indices, numbers per ABI, mirrored into the C core."""
+
+    def __init__(self):
+        self.names = list(arch.NAMES)
+        self.index = {n: i for i, n in enumerate(self.names)}
+        self.abis = {abi.name: abi for abi in arch.ABIS}
+        # neutral name -> names that trap with it on other ABIs
+        self.variants = {}
+        for table in _VARIANTS.values():
+            for name, others in table.items():
+                self.variants.setdefault(name, set()).update(others)
+
+    def path_args(self, abi_name):
+        return signatures.I386_PATH_ARGS if abi_name == "i386" else signatures.PATH_ARGS
+
+    def load_into_core(self):
+        core.check(lib.um_table_reset(len(self.names)))
+        for abi in arch.ABIS:
+            abi_id = ABI_IDS[abi.name]
+            for nr, name in abi.syscalls.items():
+                core.check(lib.um_map_nr(abi_id, nr, self.index[name]))
+            offs = ffi.new("int[6]", [ffi.offsetof("struct user_regs_struct", r) for r in abi.arg_regs])
+            core.check(lib.um_set_regmap(
+                abi_id,
+                ffi.offsetof("struct user_regs_struct", abi.nr_reg),
+                ffi.offsetof("struct user_regs_struct", abi.ret_reg),
+                offs,
+            ))
+            for name, slots in self.path_args(abi.name).items():
+                if name not in abi.numbers:
+                    continue
+                for slot, (path_idx, dirfd_idx) in enumerate(slots):
+                    empty = signatures.EMPTY_PATH_FLAGS.get(name, -1) if slot == 0 else -1
+                    core.check(lib.um_set_path_arg(
+                        abi_id, self.index[name], slot, path_idx,
+                        -1 if dirfd_idx is None else dirfd_idx, empty))
+
+    def path_slots(self, abi_name, name):
+        return len(self.path_args(abi_name).get(name, ()))
+
+
+@dataclass
+class _Pending:
+    call: Call
+    engines: list = field(default_factory=list)
+
+
+class Dispatcher:
+    """The engine pipeline. Engines are kept in registration order (their
+    epoch); entry walks them newest first, exit oldest first."""
+
+    def __init__(self, table):
+        self.table = table
+        self.engines = []
+
+    def add(self, engine):
+        if not isinstance(engine, Engine):
+            raise TypeError(f"{engine!r} is not an umview Engine")
+        self.engines.append(engine)
+
+    # --- claims -> C tables ---
+    def claims(self):
+        """(name -> claim bits, prefixes) for the union of all engines."""
+        modes = {}
+        prefixes = set()
+        for e in self.engines:
+            for name in e.syscalls:
+                self._check_name(e, name)
+                modes[name] = modes.get(name, 0) | lib.UM_CLAIM_ALL
+            if e.prefixes:
+                for name in e.path_syscalls:
+                    self._check_name(e, name)
+                    if name not in signatures.PATH_ARGS:
+                        raise ValueError(f"engine {e.name}: {name} has no path argument")
+                    modes[name] = modes.get(name, 0) | lib.UM_CLAIM_PATH
+                prefixes.update(p.encode() if isinstance(p, str) else p for p in e.prefixes)
+        # a variant an engine claims under the neutral name but did not name
+        # itself: trapped and refused, never let through undecoded
+        for name in list(modes):
+            for other in self.table.variants.get(name, ()):
+                if other not in modes:
+                    modes[other] = lib.UM_CLAIM_REFUSE
+        return modes, prefixes
+
+    def _check_name(self, engine, name):
+        if name not in self.table.index:
+            raise ValueError(f"engine {engine.name}: unknown system call {name!r}")
+
+    def load_into_core(self):
+        modes, prefixes = self.claims()
+        core.check(lib.um_filter_clear())
+        for name in self.table.names:
+            core.check(lib.um_set_claim(self.table.index[name], 0))
+        for name, mode in modes.items():
+            core.check(lib.um_set_claim(self.table.index[name], mode))
+            for abi in arch.ABIS:
+                nr = abi.numbers.get(name)
+                if nr is not None:
+                    core.check(lib.um_filter_trap_nr(ABI_IDS[abi.name], nr))
+        core.check(lib.um_prefix_clear())
+        for p in sorted(prefixes):
+            core.check(lib.um_prefix_add(p))
+
+    # --- the pipeline ---
+    def enter(self, call):
+        """Walk the engines newest first. Returns (reply, rval, exit engines)."""
+        if lib.um_get_claim(call.sc) & lib.UM_CLAIM_REFUSE and not any(
+            call.name in e.syscalls or call.name in e.path_syscalls for e in self.engines
+        ):
+            return lib.UM_REPLY_SKIP, -errno.ENOSYS, []
+        exits = []
+        for engine in reversed(self.engines):
+            if not engine.wants(call):
+                continue
+            action = _run_engine(engine, "enter", call)
+            if isinstance(action, Skip):
+                call.retval = action.result
+                self._run_exits(exits, call)
+                return lib.UM_REPLY_SKIP, call.retval, []
+            if action is CONTINUE_AFTER:
+                exits.append(engine)
+            elif action is not CONTINUE:
+                log.error("engine %s returned %r from enter(%s): failing the call with EIO",
+                          engine.name, action, call.name)
+                call.retval = -errno.EIO
+                self._run_exits(exits, call)
+                return lib.UM_REPLY_SKIP, call.retval, []
+        return (lib.UM_REPLY_CONTINUE_AFTER if exits else lib.UM_REPLY_CONTINUE), 0, exits
+
+    def exit(self, call, exits):
+        self._run_exits(exits, call)
+
+    @staticmethod
+    def _run_exits(exits, call):
+        # exits were collected newest first: call them oldest first
+        for engine in reversed(exits):
+            _run_engine(engine, "exit", call)
+
+
+def _run_engine(engine, hook, call):
+    """Call an engine hook. OSError(e) means Skip(-e); any other exception
+    fails the call with EIO and a log line; the monitor goes on."""
+    try:
+        result = getattr(engine, hook)(call)
+    except OSError as exc:
+        code = exc.errno if exc.errno else errno.EIO
+        if hook == "enter":
+            return Skip(-code)
+        call.retval = -code
+        return None
+    except Exception:  # noqa: BLE001 - a module bug must not crash the monitor
+        log.exception("engine %s raised in %s(%s): failing the call with EIO", engine.name, hook, call.name)
+        if hook == "enter":
+            return Skip(-errno.EIO)
+        call.retval = -errno.EIO
+        return None
+    return CONTINUE if result is None and hook == "enter" else result
+
+
+@dataclass
+class Stats:
+    stops: int
+    seccomp_stops: int
+    exit_stops: int
+    fast_continue: int
+    python_events: int
+    skipped: int
+    rewritten: int
+    path_reads: int
+    refused: int
+    signals: int
+    group_stops: int
+    processes: int
+
+    @classmethod
+    def from_core(cls):
+        st = ffi.new("struct um_stats *")
+        lib.um_stats_get(st)
+        return cls(**{f: getattr(st, f) for f in cls.__dataclass_fields__})
+
+    def format(self):
+        return "\n".join(
+            [
+                "umview statistics:",
+                f"  processes and threads traced  {self.processes}",
+                f"  ptrace stops                  {self.stops}",
+                f"  trapped calls (seccomp)       {self.seccomp_stops}",
+                f"    resumed by C, no Python     {self.fast_continue}",
+                f"    refused (ENOSYS) by C       {self.refused}",
+                f"  events handed to Python       {self.python_events}",
+                f"  calls virtualized (skipped)   {self.skipped}",
+                f"  calls rewritten               {self.rewritten}",
+                f"  syscall-exit stops            {self.exit_stops}",
+                f"  path strings read             {self.path_reads}",
+                f"  signals delivered             {self.signals}",
+                f"  group-stops                   {self.group_stops}",
+            ]
+        )
+
+
+class Monitor:
+    """Runs one command under umview with a set of engines.
+
+    >>> status = Monitor([MyEngine()]).run(["make", "-j2"])
+
+    ``run`` returns the first process's wait status (os.waitstatus_to_exitcode
+    turns it into an exit code, negative for a signal).
+    """
+
+    def __init__(self, engines=(), spin=0):
+        self.table = SyscallTable()
+        self.dispatcher = Dispatcher(self.table)
+        for e in engines:
+            self.dispatcher.add(e)
+        self.spin = spin
+        self._pending = {}
+
+    def run(self, argv):
+        if not argv:
+            raise ValueError("no command to run")
+        core.check(lib.um_init())
+        self.table.load_into_core()
+        self.dispatcher.load_into_core()
+        lib.um_set_spin(self.spin)
+        wanted = lib.UM_WANT_EXEC | lib.UM_WANT_EXIT if self.dispatcher.engines else 0
+        lib.um_set_event_mask(wanted)
+        keep = [ffi.new("char[]", os.fsencode(a)) for a in argv]
+        cargv = ffi.new("char *[]", keep + [ffi.NULL])
+        pid = lib.um_spawn(cargv, 0)
+        if pid < 0:
+            raise OSError(-pid, f"{argv[0]}: {os.strerror(-pid)}")
+        self._loop()
+        return lib.um_first_status()
+
+    def _loop(self):
+        ev = ffi.new("struct um_event *")
+        ev.kind = lib.UM_EV_DONE
+        names = self.table.names
+        abis = ("x86_64", "i386", "x32")
+        while True:
+            kind = lib.um_next(ev)
+            if kind == lib.UM_EV_SYSCALL:
+                name = names[ev.sc]
+                abi = abis[ev.abi]
+                call = Call(ev.tid, abi, ev.sc, name, ev.nr, list(ev.args), ev.ip, ev.sp,
+                            self.table.path_slots(abi, name))
+                reply, rval, exits = self.dispatcher.enter(call)
+                ev.reply = reply
+                self._write_call(ev, call)
+                if reply == lib.UM_REPLY_SKIP:
+                    ev.rval = rval
+                elif reply == lib.UM_REPLY_CONTINUE_AFTER or call.args != list(call.orig_args):
+                    # an exit stop to restore the argument registers, if nothing else
+                    ev.reply = lib.UM_REPLY_CONTINUE_AFTER
+                    self._pending[ev.tid] = _Pending(call, exits)
+            elif kind == lib.UM_EV_SYSCALL_EXIT:
+                pending = self._pending.pop(ev.tid, None)
+                if pending is None:
+                    continue
+                call = pending.call
+                call.retval = ev.rval
+                call.execed = bool(ev.flags & lib.UM_EXIT_AFTER_EXEC)
+                self.dispatcher.exit(call, pending.engines)
+                if call.retval != ev.rval:
+                    ev.rval = call.retval
+                    ev.changed |= lib.UM_CHANGED_RVAL
+                if call.args != list(call.orig_args):
+                    ev.args = list(call.orig_args)
+                    ev.changed |= lib.UM_CHANGED_ARGS
+            elif kind == lib.UM_EV_EXEC:
+                if ev.msg != ev.tid and ev.msg in self._pending:
+                    self._pending[ev.tid] = self._pending.pop(ev.msg)
+            elif kind == lib.UM_EV_EXIT:
+                self._pending.pop(ev.tid, None)
+            elif kind == lib.UM_EV_DONE:
+                return
+            elif kind == lib.UM_EV_ERROR:
+                raise OSError(ev.msg, f"waitpid: {os.strerror(ev.msg)}")
+
+    @staticmethod
+    def _write_call(ev, call):
+        if call.nr != call.orig_nr:
+            ev.nr = call.nr
+            ev.changed |= lib.UM_CHANGED_NR
+        if call.args != list(call.orig_args):
+            ev.args = call.args
+            ev.changed |= lib.UM_CHANGED_ARGS
+
+
+def exit_code(status):
+    """A wait status as a shell reports it: the exit code, or 128+N."""
+    if status < 0:
+        return 1
+    code = os.waitstatus_to_exitcode(status)
+    return code if code >= 0 else 128 - code
+
+
+def die_like(status):
+    """End this process the way the first process ended: the same exit code,
+    or the same fatal signal (without a core dump of the monitor)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if status >= 0 and os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        lib.um_restore_signals()
+        try:
+            import resource
+            import signal
+
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+            os.kill(os.getpid(), sig)
+        except (OSError, ValueError):
+            pass
+    os._exit(exit_code(status))
