@@ -1,0 +1,123 @@
+"""The `umview` command."""
+import argparse
+import importlib
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import sys
+from dataclasses import asdict
+
+USAGE_EPILOG = """\
+examples:
+  umview                      a shell ($SHELL) whose processes run under umview
+  umview bash                 the same, with bash
+  umview --stats -- make -j2  run a build, then print how many calls stopped
+  umview --engine examples/lying_engine.py:LyingEngine -- uname -n
+
+The exit status is the command's: its exit code, or, if it was killed by a
+signal, umview dies of the same signal (a shell then reports 128+N).
+"""
+
+
+def build_parser():
+    p = argparse.ArgumentParser(
+        prog="umview",
+        description="Run a command whose processes see the real system, except where a "
+        "loaded engine or module changes their view (a partial virtual machine).",
+        epilog=USAGE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("command", nargs=argparse.REMAINDER,
+                   help="the command and its arguments (default: $SHELL, else /bin/sh)")
+    p.add_argument("-e", "--engine", action="append", default=[], metavar="FILE.py:CLASS",
+                   help="load an engine class from a Python file or module "
+                   "(MODULE:CLASS); may be repeated, later ones are newer")
+    p.add_argument("--stats", action="store_true",
+                   help="print stop and Python-crossing counts on stderr at the end")
+    p.add_argument("--stats-file", metavar="FILE",
+                   help="append the same counts as one JSON line to FILE")
+    p.add_argument("--spin", type=int, default=0, metavar="N",
+                   help="poll waitpid N times before sleeping (trades CPU for latency; default 0)")
+    p.add_argument("-v", "--verbose", action="store_true", help="log what engines do")
+    p.add_argument("--version", action="version", version=f"umview {_version()}")
+    return p
+
+
+def _version():
+    try:
+        from importlib.metadata import version
+
+        return version("umview")
+    except Exception:  # noqa: BLE001
+        return "unknown"
+
+
+def load_engine(spec):
+    """Instantiate an engine from 'path/to/file.py:Class' or 'package.module:Class'."""
+    if ":" not in spec:
+        raise ValueError(f"--engine {spec!r}: expected FILE.py:CLASS or MODULE:CLASS")
+    where, _, cls_name = spec.rpartition(":")
+    if where.endswith(".py") or os.sep in where:
+        if not os.path.exists(where):
+            raise ValueError(f"--engine {spec!r}: no such file {where!r}")
+        name = "umview_engine_" + os.path.splitext(os.path.basename(where))[0]
+        mod_spec = importlib.util.spec_from_file_location(name, where)
+        module = importlib.util.module_from_spec(mod_spec)
+        mod_spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(where)
+    try:
+        cls = getattr(module, cls_name)
+    except AttributeError:
+        raise ValueError(f"--engine {spec!r}: {where} has no {cls_name!r}") from None
+    return cls()
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(format="umview: %(message)s",
+                        level=logging.INFO if args.verbose else logging.WARNING)
+    command = args.command
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        command = [os.environ.get("SHELL") or "/bin/sh"]
+    if shutil.which(command[0]) is None and not os.path.exists(command[0]):
+        print(f"umview: {command[0]}: command not found", file=sys.stderr)
+        return 127
+
+    try:
+        from umview.monitor import Monitor, Stats, die_like
+    except ImportError as exc:
+        print(f"umview: {exc}", file=sys.stderr)
+        return 1
+    try:
+        engines = [load_engine(s) for s in args.engine]
+    except Exception as exc:  # noqa: BLE001 - any failure to load is the user's to see
+        print(f"umview: cannot load engine: {exc}", file=sys.stderr)
+        return 2
+
+    monitor = Monitor(engines, spin=args.spin)
+    try:
+        status = monitor.run(command)
+    except OSError as exc:
+        print(f"umview: cannot run {command[0]}: {exc.strerror}", file=sys.stderr)
+        return 127 if exc.errno == 2 else 126
+    except ValueError as exc:
+        print(f"umview: {exc}", file=sys.stderr)
+        return 2
+    if args.stats or args.stats_file:
+        stats = Stats.from_core()
+        if args.stats:
+            print(stats.format(), file=sys.stderr)
+        if args.stats_file:
+            with open(args.stats_file, "a") as f:
+                f.write(json.dumps({"command": command, **asdict(stats)}) + "\n")
+    die_like(status)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
