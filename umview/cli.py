@@ -1,11 +1,11 @@
 """The `umview` command."""
 import argparse
+import errno
 import importlib
 import importlib.util
 import json
 import logging
 import os
-import shutil
 import sys
 from dataclasses import asdict
 
@@ -85,10 +85,6 @@ def main(argv=None):
         command = command[1:]
     if not command:
         command = [os.environ.get("SHELL") or "/bin/sh"]
-    if shutil.which(command[0]) is None and not os.path.exists(command[0]):
-        print(f"umview: {command[0]}: command not found", file=sys.stderr)
-        return 127
-
     try:
         from umview.monitor import Monitor, Stats, die_like
     except ImportError as exc:
@@ -104,8 +100,11 @@ def main(argv=None):
     try:
         status = monitor.run(command)
     except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            print(f"umview: {command[0]}: command not found", file=sys.stderr)
+            return 127
         print(f"umview: cannot run {command[0]}: {exc.strerror}", file=sys.stderr)
-        return 127 if exc.errno == 2 else 126
+        return 126
     except ValueError as exc:
         print(f"umview: {exc}", file=sys.stderr)
         return 2

@@ -382,6 +382,13 @@ static void write_errno(int fd, int e)
     (void)r;
 }
 
+static int spawn_err_fd = -1;
+
+/* Fork the first process, seize it, and let it install the filter and exec.
+ * Returns its pid. A failure of the filter or of exec is reported by the child
+ * through a CLOEXEC pipe (EOF means exec succeeded) and read after the loop
+ * with um_spawn_error(): the loop must run meanwhile, since a claimed execve
+ * stops in the tracer. */
 int um_spawn(char *const argv[], int flags)
 {
     (void)flags;
@@ -389,8 +396,14 @@ int um_spawn(char *const argv[], int flags)
     int r = um_init();
     if (r)
         return r;
-    if (pipe2(go, O_CLOEXEC) || pipe2(err, O_CLOEXEC))
+    if (pipe2(go, O_CLOEXEC))
         return -errno;
+    if (pipe2(err, O_CLOEXEC)) {
+        r = -errno;
+        close(go[0]);
+        close(go[1]);
+        return r;
+    }
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
@@ -412,19 +425,20 @@ int um_spawn(char *const argv[], int flags)
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        r = install_filter();
-        if (r) {
-            write_errno(err[1], -r);
-            _exit(126);
-        }
-        /* exec only once the monitor says it holds us (a byte, not EOF) */
+        /* go on only once the monitor holds us (a byte, not EOF): a trapped
+         * call with no tracer attached would fail with ENOSYS */
         ssize_t n;
         do
             n = read(go[0], &c, 1);
         while (n < 0 && errno == EINTR);
         if (n != 1)
             _exit(127);
-        prctl(PR_SET_PDEATHSIG, 0);
+        close(go[0]);
+        r = install_filter();
+        if (r) {
+            write_errno(err[1], -r);
+            _exit(126);
+        }
         execvp(argv[0], argv);
         write_errno(err[1], errno);
         _exit(errno == ENOENT ? 127 : 126);
@@ -446,19 +460,6 @@ int um_spawn(char *const argv[], int flags)
     ntracees = 1;
     stats.processes++;
     *tf(pid) = TF_SEEN;
-    if (write(go[1], "g", 1) != 1) {
-        r = -errno;
-        kill(pid, SIGKILL);
-        return r;
-    }
-    close(go[1]);
-    /* the child reports a failed filter or exec through err (CLOEXEC: EOF on success) */
-    int e = 0;
-    ssize_t n;
-    do
-        n = read(err[0], &e, sizeof e);
-    while (n < 0 && errno == EINTR);
-    close(err[0]);
     /* the monitor's own reaction to job-control keys and forwarded signals */
     for (int i = 0; i < NIGNORED; i++) {
         struct sigaction ign = {0};
@@ -471,16 +472,32 @@ int um_spawn(char *const argv[], int flags)
         fw.sa_flags = SA_RESTART;
         sigaction(forwarded_signals[i], &fw, NULL);
     }
-    if (n == sizeof e && e) {
-        /* the child exits by itself: reap it so um_next sees no tracee */
-        int st;
-        while (waitpid(pid, &st, __WALL) < 0 && errno == EINTR)
-            ;
-        ntracees = 0;
-        first_status = st;
-        return -e;
+    if (write(go[1], "g", 1) != 1) {
+        r = -errno;
+        kill(pid, SIGKILL);
+        close(go[1]);
+        close(err[0]);
+        return r;
     }
+    close(go[1]);
+    spawn_err_fd = err[0];
     return pid;
+}
+
+/* After the loop: the errno with which the first process failed to install
+ * the filter or to exec, or 0 if it ran. */
+int um_spawn_error(void)
+{
+    int e = 0;
+    if (spawn_err_fd < 0)
+        return 0;
+    ssize_t n;
+    do
+        n = read(spawn_err_fd, &e, sizeof e);
+    while (n < 0 && errno == EINTR);
+    close(spawn_err_fd);
+    spawn_err_fd = -1;
+    return n == (ssize_t)sizeof e ? e : 0;
 }
 
 int um_first_status(void) { return first_status; }

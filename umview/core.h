@@ -106,6 +106,7 @@ void um_set_spin(int iterations);
 int um_spawn(char *const argv[], int flags);
 int um_next(struct um_event *ev);
 int um_first_status(void);
+int um_spawn_error(void);
 int um_kill_all(void);
 
 /* --- tracee access --- */

@@ -256,8 +256,11 @@ class Monitor:
         cargv = ffi.new("char *[]", keep + [ffi.NULL])
         pid = lib.um_spawn(cargv, 0)
         if pid < 0:
-            raise OSError(-pid, f"{argv[0]}: {os.strerror(-pid)}")
+            raise OSError(-pid, os.strerror(-pid), argv[0])
         self._loop()
+        err = lib.um_spawn_error()
+        if err:
+            raise OSError(err, os.strerror(err), argv[0])
         return lib.um_first_status()
 
     def _loop(self):
