@@ -132,10 +132,6 @@ class Dispatcher:
     # --- the pipeline ---
     def enter(self, call):
         """Walk the engines newest first. Returns (reply, rval, exit engines)."""
-        if lib.um_get_claim(call.sc) & lib.UM_CLAIM_REFUSE and not any(
-            call.name in e.syscalls or call.name in e.path_syscalls for e in self.engines
-        ):
-            return lib.UM_REPLY_SKIP, -errno.ENOSYS, []
         exits = []
         for engine in reversed(self.engines):
             if not engine.wants(call):
