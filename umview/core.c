@@ -617,13 +617,12 @@ static int read_link(const char *proc, char *out, int size)
 }
 
 /* Resolve path argument `slot` of the call to an absolute, lexically
- * normalized path in out. Returns its length or -errno (the path is
- * unreadable, too long, or its base directory is unknown). */
-int um_resolve_path(int tid, int abi, int sc, int slot, const uint64_t *args, char *out, int size)
+ * normalized path in out. An empty path with AT_EMPTY_PATH stands for its
+ * dirfd: with fd_ok it resolves to the fd's path, without it -ENOENT (the
+ * call acts on an open file, not on a path). Returns the length or -errno
+ * (unreadable, too long, or the base directory is not a directory). */
+static int resolve(int tid, const struct path_arg *pa, const uint64_t *args, char *out, int size, int fd_ok)
 {
-    if (abi < 0 || abi >= UM_NABI || sc < 0 || sc >= nsc || slot < 0 || slot >= PATH_SLOTS || size < 2)
-        return -EINVAL;
-    const struct path_arg *pa = &path_args[abi][sc][slot];
     if (pa->path < 0)
         return -ENOENT;
     char rel[PATH_MAX + 1];
@@ -637,22 +636,20 @@ int um_resolve_path(int tid, int abi, int sc, int slot, const uint64_t *args, ch
         memcpy(out, rel, (size_t)n + 1);
         return normalize(out);
     }
+    /* "" is ENOENT unless AT_EMPTY_PATH makes it the dirfd itself */
+    if (n == 0 && (!fd_ok || pa->emptyflg < 0 || !(args[pa->emptyflg] & AT_EMPTY_PATH_)))
+        return -ENOENT;
     char proc[64];
     int dirfd = pa->dirfd >= 0 ? (int)args[pa->dirfd] : AT_FDCWD_;
-    if (n == 0) {
-        /* "" is ENOENT unless AT_EMPTY_PATH makes it the dirfd itself */
-        if (pa->emptyflg < 0 || !(args[pa->emptyflg] & AT_EMPTY_PATH_))
-            return -ENOENT;
-    }
     if (dirfd == AT_FDCWD_)
         snprintf(proc, sizeof proc, "/proc/%d/cwd", tid);
     else
         snprintf(proc, sizeof proc, "/proc/%d/fd/%d", tid, dirfd);
     int b = read_link(proc, out, size);
     if (b < 0)
-        return b;
+        return b == -ENOENT ? -EBADF : b;
     if (out[0] != '/')
-        return -ENOTDIR; /* a socket, pipe or anon inode: not a directory */
+        return -ENOTDIR; /* a pipe, socket or anon inode: not a directory */
     if (n == 0)
         return normalize(out);
     if (b + 1 + n >= size)
@@ -660,6 +657,13 @@ int um_resolve_path(int tid, int abi, int sc, int slot, const uint64_t *args, ch
     out[b] = '/';
     memcpy(out + b + 1, rel, (size_t)n + 1);
     return normalize(out);
+}
+
+int um_resolve_path(int tid, int abi, int sc, int slot, const uint64_t *args, char *out, int size)
+{
+    if (abi < 0 || abi >= UM_NABI || sc < 0 || sc >= nsc || slot < 0 || slot >= PATH_SLOTS || size < 2)
+        return -EINVAL;
+    return resolve(tid, &path_args[abi][sc][slot], args, out, size, 1);
 }
 
 static int under_prefix(const char *p)
@@ -686,8 +690,10 @@ static int needs_python(int tid, int abi, int sc, const uint64_t *args)
     for (int s = 0; s < PATH_SLOTS; s++) {
         if (path_args[abi][sc][s].path < 0)
             continue;
-        int n = um_resolve_path(tid, abi, sc, s, args, buf, sizeof buf);
-        if (n == -ENAMETOOLONG || n == -EFAULT || n == -ENOENT)
+        /* an empty path with AT_EMPTY_PATH names an open file, not a path:
+         * whoever owns that fd decides, not the prefix table */
+        int n = resolve(tid, &path_args[abi][sc][s], args, buf, sizeof buf, 0);
+        if (n == -ENAMETOOLONG || n == -EFAULT || n == -ENOENT || n == -ENOTDIR || n == -EBADF)
             continue; /* the kernel gives the tracee the same errno */
         if (n < 0 || under_prefix(buf))
             return 1; /* unsure: let Python decide */

@@ -1,0 +1,45 @@
+"""The fast path: calls no engine owns are decided in C, never in Python."""
+import json
+
+from conftest import run, umview_argv
+
+ENGINE_SRC = '''
+from umview import Engine
+from umview.monitor import PATH_SYSCALLS
+
+class NullPath(Engine):
+    name = "nullpath"
+    path_syscalls = PATH_SYSCALLS
+    prefixes = ("/nonexistent-umview-prefix",)
+'''
+
+
+def stats_of(tmp_path, cmd, engine=True):
+    (tmp_path / "nullpath.py").write_text(ENGINE_SRC)
+    stats = tmp_path / "stats.json"
+    opts = ["--stats-file", str(stats)]
+    if engine:
+        opts += ["--engine", f"{tmp_path / 'nullpath.py'}:NullPath"]
+    r = run(umview_argv(*opts, "--", *cmd), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    return json.loads(stats.read_text().splitlines()[-1]), r
+
+
+def test_unclaimed_paths_never_reach_python(tmp_path):
+    st, r = stats_of(tmp_path, ["find", "/usr/include", "-name", "*.h"])
+    assert st["seccomp_stops"] > 100  # find's path calls were trapped ...
+    assert st["fast_continue"] == st["seccomp_stops"]  # ... and all resumed by C
+    assert st["python_events"] <= 2 * st["processes"]  # only exec/exit events
+    assert st["exit_stops"] == 0
+
+
+def test_no_engine_traps_nothing(tmp_path):
+    st, _ = stats_of(tmp_path, ["sh", "-c", "ls / > /dev/null; cat /etc/hostname"], engine=False)
+    assert st["seccomp_stops"] == 0 and st["python_events"] == 0
+
+
+def test_fast_path_output_same_as_native(tmp_path):
+    cmd = ["ls", "-la", "--time-style=+", "/etc", "/usr/include"]
+    _, r = stats_of(tmp_path, cmd)
+    native = run(cmd, cwd=tmp_path)
+    assert (r.stdout, r.stderr) == (native.stdout, native.stderr)
