@@ -41,8 +41,16 @@ def build_parser():
     p.add_argument("--spin", type=int, default=0, metavar="N",
                    help="poll waitpid N times before sleeping (trades CPU for latency; default 0)")
     p.add_argument("-v", "--verbose", action="store_true", help="log what engines do")
-    p.add_argument("--version", action="version", version=f"umview {_version()}")
+    p.add_argument("--version", action=_VersionAction, nargs=0, help="show the version and exit")
     return p
+
+
+class _VersionAction(argparse.Action):
+    """--version, looked up only when asked (importlib.metadata costs 20 ms)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"umview {_version()}")
+        parser.exit()
 
 
 def _version():
