@@ -328,16 +328,17 @@ def die_like(status):
     sys.stdout.flush()
     sys.stderr.flush()
     if status >= 0 and os.WIFSIGNALED(status):
+        import resource
+        import signal
+
         sig = os.WTERMSIG(status)
         lib.um_restore_signals()
         try:
-            import resource
-            import signal
-
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            signal.signal(sig, signal.SIG_DFL)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
-            os.kill(os.getpid(), sig)
         except (OSError, ValueError):
             pass
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # these cannot be caught anyway
+            signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+        os.kill(os.getpid(), sig)
     os._exit(exit_code(status))
