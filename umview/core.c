@@ -361,19 +361,38 @@ static int install_filter(void)
 /* spawning                                                            */
 /* ------------------------------------------------------------------ */
 
-/* signals the monitor does not act on itself: the terminal sends them to the
- * whole foreground group, the tracees get them and decide */
-static const int ignored_signals[] = {SIGINT, SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU};
-#define NIGNORED (int)(sizeof ignored_signals / sizeof ignored_signals[0])
-static struct sigaction saved_actions[NIGNORED];
-/* signals forwarded to the first process (e.g. `timeout` sends SIGTERM) */
-static const int forwarded_signals[] = {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
-#define NFORWARDED (int)(sizeof forwarded_signals / sizeof forwarded_signals[0])
+/* Signals the monitor passes on instead of acting on them. One the kernel
+ * sent to the whole foreground group (Ctrl-C, Ctrl-Z, a resize: si_code
+ * SI_KERNEL) reached the tracees by itself and is dropped; one sent to the
+ * monitor alone (kill, timeout) is forwarded to the first process, so that
+ * `kill -INT <umview>` does what `kill -INT <command>` does natively. */
+static const int passed_signals[] = {SIGINT,  SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU, SIGTERM,
+                                     SIGHUP,  SIGUSR1, SIGUSR2, SIGALRM, SIGPIPE, SIGWINCH};
+#define NPASSED (int)(sizeof passed_signals / sizeof passed_signals[0])
+static struct sigaction saved_actions[NPASSED];
 
-static void forward_signal(int sig)
+static void pass_signal(int sig, siginfo_t *info, void *uc)
 {
+    (void)uc;
+    if (info->si_code == SI_KERNEL || info->si_pid == getpid())
+        return;
     if (first_pid > 0)
         kill(first_pid, sig);
+}
+
+static void install_signal_passing(void)
+{
+    for (int i = 0; i < NPASSED; i++) {
+        struct sigaction sa = {0};
+        sa.sa_sigaction = pass_signal;
+        sa.sa_flags = SA_SIGINFO | SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        sigaction(passed_signals[i], &sa, &saved_actions[i]);
+        /* ignored when umview started (e.g. SIGINT in a background job of a
+         * script): the command inherited that, keep it for the monitor too */
+        if (saved_actions[i].sa_handler == SIG_IGN)
+            sigaction(passed_signals[i], &saved_actions[i], NULL);
+    }
 }
 
 static void write_errno(int fd, int e)
@@ -460,18 +479,7 @@ int um_spawn(char *const argv[], int flags)
     ntracees = 1;
     stats.processes++;
     *tf(pid) = TF_SEEN;
-    /* the monitor's own reaction to job-control keys and forwarded signals */
-    for (int i = 0; i < NIGNORED; i++) {
-        struct sigaction ign = {0};
-        ign.sa_handler = SIG_IGN;
-        sigaction(ignored_signals[i], &ign, &saved_actions[i]);
-    }
-    for (int i = 0; i < NFORWARDED; i++) {
-        struct sigaction fw = {0};
-        fw.sa_handler = forward_signal;
-        fw.sa_flags = SA_RESTART;
-        sigaction(forwarded_signals[i], &fw, NULL);
-    }
+    install_signal_passing();
     if (write(go[1], "g", 1) != 1) {
         r = -errno;
         kill(pid, SIGKILL);
@@ -1039,8 +1047,6 @@ int um_kill_all(void)
  * exit: re-raising the first process's signal). */
 void um_restore_signals(void)
 {
-    for (int i = 0; i < NIGNORED; i++)
-        sigaction(ignored_signals[i], &saved_actions[i], NULL);
-    for (int i = 0; i < NFORWARDED; i++)
-        signal(forwarded_signals[i], SIG_DFL);
+    for (int i = 0; i < NPASSED; i++)
+        sigaction(passed_signals[i], &saved_actions[i], NULL);
 }
