@@ -160,7 +160,7 @@ class Call:
         if self.abi == "i386" and start + size > 1 << 32:
             # an int 0x80 call from 64-bit code: its pointers are 32 bits wide,
             # and the stack is above 4 GiB (no low scratch page yet)
-            raise OSError(_errno.EFAULT, "no scratch memory below 4 GiB for an i386 call")
+            raise OSError(_errno.ENOSYS, "no scratch memory below 4 GiB for an i386 call")
         self._scratch = start
         return start
 
