@@ -28,7 +28,7 @@ def umview_argv(*opts):
     return [sys.executable, "-m", "umview.cli", *opts]
 
 
-def test_engine(cls):
+def engine_opts(cls):
     """--engine option loading a class of tests/engines.py."""
     return ["--engine", f"{TEST_ENGINES}:{cls}"]
 
