@@ -184,3 +184,85 @@ def test_int80_open_rewritten_by_an_engine_opens_the_target_or_is_refused(int80,
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0] in (b"open: fd, read 11 bytes: the target",
                                          f"open: {-errno.ENOSYS}".encode())
+
+
+# --- signals sent to umview itself ------------------------------------------------------
+
+# the trap also ends the background sleep: umview waits for every process of
+# the view, natively the shell would leave it behind
+TRAP_SCRIPT = ("trap 'echo caught; kill $!; exit 3' {sig}; echo ready;"
+               " sleep 2 >/dev/null & wait; echo not interrupted")
+# Signals umview keeps for itself instead of passing them on to the command.
+# Sent by a terminal they reach the whole foreground group, command included;
+# sent to umview's pid alone (kill, timeout -s, a supervisor) they are lost.
+LOST = {
+    "INT": "umview ignores SIGINT and does not forward it: the command never gets it"
+           " and runs to its end (umview exits 0)",
+    "QUIT": "umview ignores SIGQUIT and does not forward it: the command never gets it"
+            " and runs to its end (umview exits 0)",
+    "ALRM": "umview does not forward SIGALRM: it dies of it and EXITKILL SIGKILLs the"
+            " command, whose trap never runs",
+    "PIPE": "umview (Python) ignores SIGPIPE and does not forward it",
+    "WINCH": "umview ignores SIGWINCH (default action) and does not forward it",
+}
+
+
+def signalled(argv, sig):
+    """Start argv, wait for its "ready" line, send sig to the started pid;
+    (stdout, wait status)."""
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert p.stdout.readline() == b"ready\n"
+        p.send_signal(sig)
+        out = p.stdout.read()
+        return out, p.wait(timeout=20)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        p.stdout.close()
+
+
+@pytest.mark.parametrize("sig", [
+    pytest.param(s, marks=pytest.mark.xfail(strict=True, reason="core bug: " + LOST[s]))
+    if s in LOST else s
+    for s in ["TERM", "HUP", "USR1", "USR2", "INT", "QUIT", "ALRM", "PIPE", "WINCH"]])
+def test_signal_sent_to_umview_reaches_the_command_trap(sig):
+    argv = ["bash", "-c", TRAP_SCRIPT.format(sig=sig)]
+    signum = getattr(signal, "SIG" + sig)
+    native = signalled(argv, signum)
+    assert native == (b"caught\n", 3)
+    assert signalled(umview_argv("--", *argv), signum) == native
+
+
+# --- a rewritten call interrupted by signals --------------------------------------------
+
+BLOCKING_OPEN = """\
+import os, signal, sys, threading, time
+path, target, restart = sys.argv[1], sys.argv[2], sys.argv[3] == "restart"
+signal.signal(signal.SIGALRM, lambda *a: None)
+signal.siginterrupt(signal.SIGALRM, not restart)
+signal.setitimer(signal.ITIMER_REAL, 0.05, 0.05)
+def writer():
+    time.sleep(0.6)
+    with open(target, "w") as f:
+        f.write("through the fifo\\n")
+threading.Thread(target=writer).start()
+with open(path) as f:  # blocks until the writer comes; SIGALRM every 50 ms meanwhile
+    print(f.read(), end="")
+"""
+
+
+@pytest.mark.parametrize("restart", ["eintr", "restart"])
+def test_rewritten_open_interrupted_by_signals_still_opens_the_target(tmp_path, restart):
+    """The lying engine rewrites the path of an open that blocks on a FIFO;
+    signals interrupt it again and again (EINTR and retry, or a kernel
+    restart with SA_RESTART): every new attempt must be rewritten again."""
+    env = lying_env(tmp_path)
+    os.mkfifo(env["LYING_TARGET"])
+    native = run([PY, "-c", BLOCKING_OPEN, env["LYING_TARGET"], env["LYING_TARGET"], restart],
+                 env=env, timeout=30)
+    viewed = run(umview_argv("--engine", LYING_ENGINE, "--", PY, "-c", BLOCKING_OPEN,
+                             env["LYING_ALIAS"], env["LYING_TARGET"], restart), env=env, timeout=30)
+    assert native.stdout == b"through the fifo\n"
+    assert (viewed.stdout, viewed.stderr, viewed.returncode) == (native.stdout, native.stderr, native.returncode)
