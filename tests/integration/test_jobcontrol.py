@@ -9,7 +9,6 @@ import pty
 import re
 import select
 import signal
-import sys
 import time
 import uuid
 

@@ -11,7 +11,6 @@ does own: a process finds its own pid with readlink /proc/self.)
 """
 import hashlib
 import os
-import shutil
 import signal
 import stat
 import sys
