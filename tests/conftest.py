@@ -1,19 +1,36 @@
 """Shared fixtures: run a command natively and under umview, compare."""
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
+import uuid
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 EXAMPLES = os.path.join(REPO, "examples")
+LYING_ENGINE = os.path.join(EXAMPLES, "lying_engine.py") + ":LyingEngine"
+TEST_ENGINES = os.path.join(HERE, "engines.py")
+
+# Every process a test starts inherits this variable (tests that build their
+# own environment start from os.environ); at the end of the session no process
+# may still carry it. The value is unique, so concurrent sessions do not meet.
+MARKER_VAR = "UMVIEW_TEST_MARKER"
+MARKER = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+os.environ[MARKER_VAR] = MARKER
 
 
 def umview_argv(*opts):
     """argv prefix that runs umview from the installed package."""
     return [sys.executable, "-m", "umview.cli", *opts]
+
+
+def engine_opts(cls):
+    """--engine option loading a class of tests/engines.py."""
+    return ["--engine", f"{TEST_ENGINES}:{cls}"]
 
 
 def run(argv, *, cwd=None, env=None, input=None, timeout=300):
@@ -40,6 +57,61 @@ def need(*programs):
         pytest.skip(f"needs {', '.join(missing)} on PATH")
 
 
+def lying_env(scratch, base=None, **extra):
+    """Environment for the example LyingEngine whose protected and aliased
+    paths lie in `scratch`, a directory the command under test never uses."""
+    os.makedirs(scratch, exist_ok=True)
+    env = dict(os.environ if base is None else base)
+    env.update(
+        LYING_PROTECT=os.path.join(scratch, "protected"),
+        LYING_ALIAS=os.path.join(scratch, "alias"),
+        LYING_TARGET=os.path.join(scratch, "target"),
+    )
+    env.update(extra)
+    return env
+
+
 @pytest.fixture
 def workdir(tmp_path):
     return tmp_path
+
+
+def marked_processes():
+    """(pid, cmdline) of live processes, other than this one, whose
+    environment carries this session's marker."""
+    needle = f"{MARKER_VAR}={MARKER}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:  # gone, or not ours to read
+            continue
+        found.append((int(entry), cmd))
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_left_behind():
+    """At the end of the session no process started by a test is left (a
+    leftover tracee, a stopped job, an orphaned child). Leftovers are killed,
+    then reported as an error."""
+    yield
+    deadline = time.monotonic() + 5
+    left = marked_processes()
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = marked_processes()
+    for pid, _ in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    if left:
+        pytest.fail("processes left behind by the tests (killed now):\n"
+                    + "\n".join(f"  {pid}: {cmd}" for pid, cmd in left), pytrace=False)

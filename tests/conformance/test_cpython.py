@@ -1,0 +1,92 @@
+"""CPython's own regression tests for the process, file and signal APIs,
+natively and under umview: every test that passes natively must pass under
+umview (a failure that is also there natively is fine), and none may be
+skipped under umview that runs natively.
+
+About 1,200 test cases in 7 files; natively ~1 minute on 2 cores, under
+umview ~1 minute without an engine and ~1.5 minutes with an engine that
+sends every path call through Python.
+"""
+import os
+import signal
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from conftest import engine_opts, umview_argv
+
+pytestmark = pytest.mark.slow
+
+TESTS = ["test_os", "test_posix", "test_subprocess", "test_signal", "test_threading",
+         "test_fileio", "test_stat"]
+RUN_TIMEOUT = 400  # seconds for one run of all files
+FILE_TIMEOUT = 240  # regrtest dumps the tracebacks and stops past this, per file
+
+
+def regrtest(prefix, workdir):
+    """Run the regression tests (serially, one process) under `prefix`;
+    (exit code, {test case: "passed" | "skipped" | "failed"}, log)."""
+    workdir.mkdir()
+    xml = workdir / "results.xml"
+    argv = [*prefix, sys.executable, "-m", "test", "--timeout", str(FILE_TIMEOUT),
+            "--junit-xml", str(xml), *TESTS]
+    env = dict(os.environ, TMPDIR=str(workdir))
+    proc = subprocess.Popen(argv, cwd=workdir, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        log, _ = proc.communicate(timeout=RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        log, _ = proc.communicate()
+        pytest.fail(f"{' '.join(prefix) or 'native'} run took more than {RUN_TIMEOUT}s:\n"
+                    + log.decode(errors="replace")[-3000:])
+    finally:
+        try:  # whatever the tests left in the session
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    log = log.decode(errors="replace")
+    if not xml.exists():
+        pytest.fail(f"no results from {' '.join(argv)}:\n{log[-3000:]}")
+    return proc.returncode, outcomes(xml), log
+
+
+def outcomes(xml):
+    results = {}
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        if case.find("failure") is not None or case.find("error") is not None:
+            results[case.get("name")] = "failed"
+        elif case.find("skipped") is not None:
+            results[case.get("name")] = "skipped"
+        else:
+            results[case.get("name")] = "passed"
+    return results
+
+
+@pytest.fixture(scope="module")
+def native(tmp_path_factory):
+    try:
+        import test.libregrtest  # noqa: F401
+        import test.test_os  # noqa: F401
+    except ImportError as exc:
+        pytest.skip(f"this Python has no regression test suite ({exc})")
+    return regrtest([], tmp_path_factory.mktemp("cpython") / "native")
+
+
+@pytest.mark.parametrize("engine", ["no-engine", "PassPathsEverywhere"])
+def test_cpython_regression_tests_pass_under_umview_as_natively(native, engine, tmp_path):
+    native_rc, native_results, native_log = native
+    opts = [] if engine == "no-engine" else engine_opts(engine)
+    rc, results, log = regrtest(umview_argv(*opts, "--"), tmp_path / "umview")
+
+    assert len(native_results) > 1000, native_log[-3000:]
+    missing = sorted(set(native_results) - set(results))
+    assert not missing, f"test cases that never ran under umview: {missing[:20]}\n{log[-3000:]}"
+    worse = sorted(name for name, outcome in results.items()
+                   if outcome != native_results.get(name) and native_results.get(name) == "passed")
+    assert not worse, ("pass natively, not under umview: "
+                       + ", ".join(f"{n} ({results[n]})" for n in worse) + "\n" + log[-5000:])
+    if native_rc == 0:
+        assert rc == 0, log[-3000:]
