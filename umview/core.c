@@ -389,8 +389,9 @@ static void install_signal_passing(void)
         sigemptyset(&sa.sa_mask);
         sigaction(passed_signals[i], &sa, &saved_actions[i]);
         /* ignored when umview started (e.g. SIGINT in a background job of a
-         * script): the command inherited that, keep it for the monitor too */
-        if (saved_actions[i].sa_handler == SIG_IGN)
+         * script): the command inherited that, keep it for the monitor too.
+         * Not SIGPIPE: Python ignores it itself, and the child resets it. */
+        if (saved_actions[i].sa_handler == SIG_IGN && passed_signals[i] != SIGPIPE)
             sigaction(passed_signals[i], &saved_actions[i], NULL);
     }
 }

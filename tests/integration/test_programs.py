@@ -367,9 +367,7 @@ FATAL = ("import os, resource, signal; resource.setrlimit(resource.RLIMIT_CORE, 
          " os.kill(int(os.readlink('/proc/self')), signal.{})")
 
 
-@pytest.mark.parametrize("sig", ["SIGTERM", pytest.param("SIGKILL", marks=pytest.mark.xfail(
-    strict=True, reason="core bug: die_like() cannot re-raise SIGKILL (signal.signal(SIGKILL) raises),"
-    " so umview exits with status 137 instead of dying of SIGKILL")), "SIGSEGV", "SIGHUP", "SIGUSR1", "SIGABRT", "SIGQUIT"])
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL", "SIGSEGV", "SIGHUP", "SIGUSR1", "SIGABRT", "SIGQUIT"])
 def test_umview_dies_of_the_signal_that_killed_the_command(tmp_path, viewer, sig):
     signum = getattr(signal, sig)
     native = differential(tmp_path, viewer, [PY, "-c", FATAL.format(sig)])

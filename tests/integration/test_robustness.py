@@ -173,9 +173,6 @@ def test_int80_getpid_claimed_by_the_lying_engine_lies_or_is_refused(int80, tmp_
     assert r.stdout.splitlines()[1] in (b"getpid: 777", f"getpid: {-errno.ENOSYS}".encode())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "core bug: Call.set_string puts the rewritten path below the 64-bit stack pointer; an i386"
-    " call's argument register holds only 32 bits, so the kernel gets a truncated pointer (EFAULT)"))
 def test_int80_open_rewritten_by_an_engine_opens_the_target_or_is_refused(int80, tmp_path):
     env = lying_env(tmp_path / "lying")
     with open(env["LYING_TARGET"], "w") as f:
@@ -192,19 +189,6 @@ def test_int80_open_rewritten_by_an_engine_opens_the_target_or_is_refused(int80,
 # the view, natively the shell would leave it behind
 TRAP_SCRIPT = ("trap 'echo caught; kill $!; exit 3' {sig}; echo ready;"
                " sleep 2 >/dev/null & wait; echo not interrupted")
-# Signals umview keeps for itself instead of passing them on to the command.
-# Sent by a terminal they reach the whole foreground group, command included;
-# sent to umview's pid alone (kill, timeout -s, a supervisor) they are lost.
-LOST = {
-    "INT": "umview ignores SIGINT and does not forward it: the command never gets it"
-           " and runs to its end (umview exits 0)",
-    "QUIT": "umview ignores SIGQUIT and does not forward it: the command never gets it"
-            " and runs to its end (umview exits 0)",
-    "ALRM": "umview does not forward SIGALRM: it dies of it and EXITKILL SIGKILLs the"
-            " command, whose trap never runs",
-    "PIPE": "umview (Python) ignores SIGPIPE and does not forward it",
-    "WINCH": "umview ignores SIGWINCH (default action) and does not forward it",
-}
 
 
 def signalled(argv, sig):
@@ -223,10 +207,7 @@ def signalled(argv, sig):
         p.stdout.close()
 
 
-@pytest.mark.parametrize("sig", [
-    pytest.param(s, marks=pytest.mark.xfail(strict=True, reason="core bug: " + LOST[s]))
-    if s in LOST else s
-    for s in ["TERM", "HUP", "USR1", "USR2", "INT", "QUIT", "ALRM", "PIPE", "WINCH"]])
+@pytest.mark.parametrize("sig", ["TERM", "HUP", "USR1", "USR2", "INT", "QUIT", "ALRM", "PIPE", "WINCH"])
 def test_signal_sent_to_umview_reaches_the_command_trap(sig):
     argv = ["bash", "-c", TRAP_SCRIPT.format(sig=sig)]
     signum = getattr(signal, "SIG" + sig)
