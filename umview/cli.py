@@ -2,12 +2,8 @@
 import argparse
 import errno
 import importlib
-import importlib.util
-import json
-import logging
 import os
 import sys
-from dataclasses import asdict
 
 USAGE_EPILOG = """\
 examples:
@@ -68,6 +64,8 @@ def load_engine(spec):
         raise ValueError(f"--engine {spec!r}: expected FILE.py:CLASS or MODULE:CLASS")
     where, _, cls_name = spec.rpartition(":")
     if where.endswith(".py") or os.sep in where:
+        import importlib.util
+
         if not os.path.exists(where):
             raise ValueError(f"--engine {spec!r}: no such file {where!r}")
         name = "umview_engine_" + os.path.splitext(os.path.basename(where))[0]
@@ -86,8 +84,11 @@ def load_engine(spec):
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(format="umview: %(message)s",
-                        level=logging.INFO if args.verbose else logging.WARNING)
+    if args.engine or args.verbose:
+        import logging
+
+        logging.basicConfig(format="umview: %(message)s",
+                            level=logging.INFO if args.verbose else logging.WARNING)
     command = args.command
     if command and command[0] == "--":
         command = command[1:]
@@ -121,8 +122,10 @@ def main(argv=None):
         if args.stats:
             print(stats.format(), file=sys.stderr)
         if args.stats_file:
+            import json
+
             with open(args.stats_file, "a") as f:
-                f.write(json.dumps({"command": command, **asdict(stats)}) + "\n")
+                f.write(json.dumps({"command": command, **stats.as_dict()}) + "\n")
     die_like(status)
 
 

@@ -6,44 +6,58 @@ engines newest first at entry, each may pass, rewrite or skip; the first Skip
 ends the walk; at exit the engines that asked are called oldest first.
 """
 import errno
-import logging
 import os
 import sys
-from dataclasses import dataclass, field
 
-from umview import arch, core
-from umview.arch import signatures
+from umview import core
 from umview.core import ffi, lib
 from umview.engine import CONTINUE, CONTINUE_AFTER, Call, Engine, Skip
 
-log = logging.getLogger("umview")
+# The syscall tables (umview.arch) and logging are imported only when an
+# engine is loaded: with none, umview's start-up is what it adds to a command.
 
 ABI_IDS = {"x86_64": lib.UM_ABI_X86_64, "i386": lib.UM_ABI_I386, "x32": lib.UM_ABI_X32}
-_VARIANTS = {"i386": signatures.I386_VARIANTS, "x32": getattr(signatures, "X32_VARIANTS", {})}
 
-#: every path-carrying call, for engines that claim paths
-PATH_SYSCALLS = frozenset(signatures.PATH_ARGS)
+
+def _log():
+    import logging
+
+    return logging.getLogger("umview")
+
+
+def __getattr__(name):
+    if name == "PATH_SYSCALLS":
+        #: every path-carrying call, for engines that claim paths
+        from umview.arch import signatures
+
+        return frozenset(signatures.PATH_ARGS)
+    raise AttributeError(name)
 
 
 class SyscallTable:
     """Neutral names <-> indices, numbers per ABI, mirrored into the C core."""
 
     def __init__(self):
+        from umview import arch
+        from umview.arch import signatures
+
+        self.arch = arch
+        self.sig = signatures
         self.names = list(arch.NAMES)
         self.index = {n: i for i, n in enumerate(self.names)}
         self.abis = {abi.name: abi for abi in arch.ABIS}
         # neutral name -> names that trap with it on other ABIs
         self.variants = {}
-        for table in _VARIANTS.values():
+        for table in (signatures.I386_VARIANTS, signatures.X32_VARIANTS):
             for name, others in table.items():
                 self.variants.setdefault(name, set()).update(others)
 
     def path_args(self, abi_name):
-        return signatures.I386_PATH_ARGS if abi_name == "i386" else signatures.PATH_ARGS
+        return self.sig.I386_PATH_ARGS if abi_name == "i386" else self.sig.PATH_ARGS
 
     def load_into_core(self):
         core.check(lib.um_table_reset(len(self.names)))
-        for abi in arch.ABIS:
+        for abi in self.arch.ABIS:
             abi_id = ABI_IDS[abi.name]
             for nr, name in abi.syscalls.items():
                 core.check(lib.um_map_nr(abi_id, nr, self.index[name]))
@@ -58,7 +72,7 @@ class SyscallTable:
                 if name not in abi.numbers:
                     continue
                 for slot, (path_idx, dirfd_idx) in enumerate(slots):
-                    empty = signatures.EMPTY_PATH_FLAGS.get(name, -1) if slot == 0 else -1
+                    empty = self.sig.EMPTY_PATH_FLAGS.get(name, -1) if slot == 0 else -1
                     core.check(lib.um_set_path_arg(
                         abi_id, self.index[name], slot, path_idx,
                         -1 if dirfd_idx is None else dirfd_idx, empty))
@@ -67,10 +81,14 @@ class SyscallTable:
         return len(self.path_args(abi_name).get(name, ()))
 
 
-@dataclass
 class _Pending:
-    call: Call
-    engines: list = field(default_factory=list)
+    """A call waiting for its exit stop, and the engines that asked for it."""
+
+    __slots__ = ("call", "engines")
+
+    def __init__(self, call, engines):
+        self.call = call
+        self.engines = engines
 
 
 class Dispatcher:
@@ -98,7 +116,7 @@ class Dispatcher:
             if e.prefixes:
                 for name in e.path_syscalls:
                     self._check_name(e, name)
-                    if name not in signatures.PATH_ARGS:
+                    if name not in self.table.sig.PATH_ARGS:
                         raise ValueError(f"engine {e.name}: {name} has no path argument")
                     modes[name] = modes.get(name, 0) | lib.UM_CLAIM_PATH
                 prefixes.update(p.encode() if isinstance(p, str) else p for p in e.prefixes)
@@ -121,7 +139,7 @@ class Dispatcher:
             core.check(lib.um_set_claim(self.table.index[name], 0))
         for name, mode in modes.items():
             core.check(lib.um_set_claim(self.table.index[name], mode))
-            for abi in arch.ABIS:
+            for abi in self.table.arch.ABIS:
                 nr = abi.numbers.get(name)
                 if nr is not None:
                     core.check(lib.um_filter_trap_nr(ABI_IDS[abi.name], nr))
@@ -144,7 +162,7 @@ class Dispatcher:
             if action is CONTINUE_AFTER:
                 exits.append(engine)
             elif action is not CONTINUE:
-                log.error("engine %s returned %r from enter(%s): failing the call with EIO",
+                _log().error("engine %s returned %r from enter(%s): failing the call with EIO",
                           engine.name, action, call.name)
                 call.retval = -errno.EIO
                 self._run_exits(exits, call)
@@ -173,7 +191,7 @@ def _run_engine(engine, hook, call):
         call.retval = -code
         return None
     except Exception:  # noqa: BLE001 - a module bug must not crash the monitor
-        log.exception("engine %s raised in %s(%s): failing the call with EIO", engine.name, hook, call.name)
+        _log().exception("engine %s raised in %s(%s): failing the call with EIO", engine.name, hook, call.name)
         if hook == "enter":
             return Skip(-errno.EIO)
         call.retval = -errno.EIO
@@ -181,26 +199,24 @@ def _run_engine(engine, hook, call):
     return CONTINUE if result is None and hook == "enter" else result
 
 
-@dataclass
 class Stats:
-    stops: int
-    seccomp_stops: int
-    exit_stops: int
-    fast_continue: int
-    python_events: int
-    skipped: int
-    rewritten: int
-    path_reads: int
-    refused: int
-    signals: int
-    group_stops: int
-    processes: int
+    """The C core's counters (struct um_stats)."""
+
+    FIELDS = ("stops", "seccomp_stops", "exit_stops", "fast_continue", "python_events", "skipped",
+              "rewritten", "path_reads", "refused", "signals", "group_stops", "processes")
+
+    def __init__(self, **counts):
+        for f in self.FIELDS:
+            setattr(self, f, counts[f])
 
     @classmethod
     def from_core(cls):
         st = ffi.new("struct um_stats *")
         lib.um_stats_get(st)
-        return cls(**{f: getattr(st, f) for f in cls.__dataclass_fields__})
+        return cls(**{f: getattr(st, f) for f in cls.FIELDS})
+
+    def as_dict(self):
+        return {f: getattr(self, f) for f in self.FIELDS}
 
     def format(self):
         return "\n".join(
@@ -232,7 +248,8 @@ class Monitor:
     """
 
     def __init__(self, engines=(), spin=0):
-        self.table = SyscallTable()
+        engines = list(engines)
+        self.table = SyscallTable() if engines else None
         self.dispatcher = Dispatcher(self.table)
         for e in engines:
             self.dispatcher.add(e)
@@ -243,8 +260,9 @@ class Monitor:
         if not argv:
             raise ValueError("no command to run")
         core.check(lib.um_init())
-        self.table.load_into_core()
-        self.dispatcher.load_into_core()
+        if self.table is not None:
+            self.table.load_into_core()
+            self.dispatcher.load_into_core()
         lib.um_set_spin(self.spin)
         wanted = lib.UM_WANT_EXEC | lib.UM_WANT_EXIT if self.dispatcher.engines else 0
         lib.um_set_event_mask(wanted)
@@ -262,7 +280,7 @@ class Monitor:
     def _loop(self):
         ev = ffi.new("struct um_event *")
         ev.kind = lib.UM_EV_DONE
-        names = self.table.names
+        names = self.table.names if self.table else ()
         abis = ("x86_64", "i386", "x32")
         while True:
             kind = lib.um_next(ev)
