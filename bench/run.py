@@ -396,11 +396,14 @@ def summarize(results, configs):
     for wname, per in results.items():
         native = median(per.get("native", {}).get("wall", []))
         proot = median(per.get("proot", {}).get("wall", []))
+        native_min = min(per.get("native", {}).get("wall", []) or [0]) or None
         s = {}
         for c in configs:
             r = per[c.name]
             m = median(r["wall"])
-            row = {"median_s": m, "runs": len(r["wall"]), "cpu_median_s": median(r["cpu"]),
+            lo = min(r["wall"]) if r["wall"] else None
+            row = {"median_s": m, "min_s": lo, "runs": len(r["wall"]), "cpu_median_s": median(r["cpu"]),
+                   "ratio_native_min": (lo / native_min) if (lo and native_min) else None,
                    "ratio_native": (m / native) if (m and native) else None,
                    "ratio_proot": (m / proot) if (m and proot) else None,
                    "failures": r["failures"]}
@@ -418,7 +421,8 @@ def fmt(x, spec):
 
 def print_report(summary, configs, workloads, notes):
     print()
-    print("Median wall-clock seconds; ratio to native in the same run; ratio to PRoot.")
+    print("Median wall-clock seconds; median over native's median in the same run; fastest run")
+    print("over native's fastest (min/min: less sensitive to other load); median over PRoot's.")
     print()
     names = [c.name for c in configs]
     width = max(12, max(len(n) for n in names) + 2)
@@ -427,6 +431,7 @@ def print_report(summary, configs, workloads, notes):
         s = summary[w.name]
         print(f"{w.name:10}" + "".join(f"{fmt(s[n]['median_s'], '.3f') + 's':>{width}}" for n in names))
         print(f"{'  x native':10}" + "".join(f"{fmt(s[n]['ratio_native'], '.2f') + 'x':>{width}}" for n in names))
+        print(f"{'  min/min':10}" + "".join(f"{fmt(s[n]['ratio_native_min'], '.2f') + 'x':>{width}}" for n in names))
         if any(s[n]["ratio_proot"] is not None for n in names):
             print(f"{'  x proot':10}" + "".join(f"{fmt(s[n]['ratio_proot'], '.2f') + 'x':>{width}}" for n in names))
     umv = [c for c in configs if c.umview]
@@ -512,7 +517,8 @@ def default_python():
 
 
 def machine_info():
-    info = {"kernel": platform.release(), "machine": platform.machine(), "cpus": os.cpu_count()}
+    info = {"kernel": platform.release(), "machine": platform.machine(), "cpus": os.cpu_count(),
+            "loadavg": "%.2f %.2f %.2f" % os.getloadavg()}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -603,7 +609,7 @@ def main(argv=None):
         summary = summarize(results, configs)
         print_report(summary, configs, workloads, notes)
         prof = profile(workloads, scratch, args) if args.profile else None
-        print(f"\ntotal time {time.time() - t0:.0f} s")
+        print(f"\ntotal time {time.time() - t0:.0f} s; load average at the end {os.getloadavg()}")
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"command": [sys.executable] + sys.argv, "machine": info,
