@@ -76,6 +76,10 @@ class Workload:
     def prepare(self):
         pass
 
+    def missing(self):
+        """Why this workload cannot run here, or None."""
+        return None
+
     def reset(self):
         pass
 
@@ -228,6 +232,14 @@ class PyTestWorkload(Workload):
 
     def command(self):
         return [self.args.python, "-m", "test", "-q"] + self.args.py_tests
+
+    def missing(self):
+        mods = ",".join("test." + t for t in self.args.py_tests)
+        probe = subprocess.run([self.args.python, "-c", f"import {mods}"], capture_output=True)
+        if probe.returncode:
+            return (f"{self.args.python} lacks the regression tests (on Debian they are in "
+                    "libpython3.X-testsuite)")
+        return None
 
     def describe(self):
         return " ".join(self.command())
@@ -594,7 +606,16 @@ def main(argv=None):
         notes.append("no native configuration: ratios to native are not available")
     scratch = tempfile.mkdtemp(prefix="umview-bench-")
     try:
-        workloads = [WORKLOAD_CLASSES[n](scratch, args) for n in args.only]
+        workloads = []
+        for n in args.only:
+            w = WORKLOAD_CLASSES[n](scratch, args)
+            why = w.missing()
+            if why:
+                notes.append(f"{n}: skipped, {why}")
+            else:
+                workloads.append(w)
+        if not workloads:
+            raise SystemExit("no workload to run: " + "; ".join(notes))
         for w in workloads:
             w.prepare()
         info = machine_info()
