@@ -403,6 +403,14 @@ def median(xs):
     return statistics.median(xs) if xs else None
 
 
+def paired(xs, ys):
+    """Median over rounds of x/y in the same round (the configurations of one
+    workload run back to back, so a burst of outside load hits both)."""
+    if not xs or len(xs) != len(ys):
+        return None
+    return statistics.median(x / y for x, y in zip(xs, ys))
+
+
 def summarize(results, configs):
     summary = {}
     for wname, per in results.items():
@@ -418,6 +426,7 @@ def summarize(results, configs):
                    "ratio_native_min": (lo / native_min) if (lo and native_min) else None,
                    "ratio_native": (m / native) if (m and native) else None,
                    "ratio_proot": (m / proot) if (m and proot) else None,
+                   "ratio_proot_paired": paired(r["wall"], per.get("proot", {}).get("wall", [])),
                    "failures": r["failures"]}
             if r["stats"]:
                 row["stats"] = {k: median([x[k] for x in r["stats"] if x.get(k) is not None])
@@ -434,7 +443,8 @@ def fmt(x, spec):
 def print_report(summary, configs, workloads, notes):
     print()
     print("Median wall-clock seconds; median over native's median in the same run; fastest run")
-    print("over native's fastest (min/min: less sensitive to other load); median over PRoot's.")
+    print("over native's fastest (min/min: less sensitive to other load); median over PRoot's;")
+    print("paired: median over rounds of the ratio to PRoot's run in the same round.")
     print()
     names = [c.name for c in configs]
     width = max(12, max(len(n) for n in names) + 2)
@@ -446,6 +456,7 @@ def print_report(summary, configs, workloads, notes):
         print(f"{'  min/min':10}" + "".join(f"{fmt(s[n]['ratio_native_min'], '.2f') + 'x':>{width}}" for n in names))
         if any(s[n]["ratio_proot"] is not None for n in names):
             print(f"{'  x proot':10}" + "".join(f"{fmt(s[n]['ratio_proot'], '.2f') + 'x':>{width}}" for n in names))
+            print(f"{'  paired':10}" + "".join(f"{fmt(s[n]['ratio_proot_paired'], '.2f') + 'x':>{width}}" for n in names))
     umv = [c for c in configs if c.umview]
     if umv:
         print()
