@@ -1,21 +1,13 @@
 """An engine that claims every path-carrying system call and virtualizes none.
 
 It measures the fast-path cost of umview: with this engine loaded the seccomp
-filter traps the path calls (open, openat, newfstatat, readlink, ...), the C
-core stops the process, reads the path, resolves it against the process's
-cwd/root and compares it with the prefix below. No path ever lies under that
-prefix, so the C core resumes the call itself (PTRACE_CONT, no exit stop) and
-Python is never entered for a path call.
+filter traps the path calls (open, openat, newfstatat, readlink, execve, ...),
+the C core stops the process, reads the path, resolves it against the
+process's cwd or the call's dirfd and compares it with the prefix below. No
+path ever lies under that prefix, so the C core resumes the call itself
+(PTRACE_CONT, no exit stop) and Python is never entered for a path call.
 
     umview --engine bench/null_path_engine.py:NullPathEngine -- find /usr
-
-``NullPathEngine`` leaves out execve and execveat: with the current C core,
-an engine that claims execve deadlocks at start (the first process's own
-execvp is trapped by the filter while the monitor still waits, outside its
-waitpid loop, for that exec to succeed; see docs/performance.md). One exec per
-process is negligible next to the other path calls, so the figures barely
-change. ``NullPathEngineWithExec`` claims every path call, exec included, for
-when the core is fixed.
 """
 from umview import CONTINUE, Engine
 from umview.monitor import PATH_SYSCALLS
@@ -23,16 +15,11 @@ from umview.monitor import PATH_SYSCALLS
 NEVER_USED_PREFIX = "/nonexistent-umview-bench"
 
 
-class NullPathEngineWithExec(Engine):
-    name = "null-path-all"
+class NullPathEngine(Engine):
+    name = "null-path"
     description = "claims every path syscall under a prefix nothing uses: pure fast-path cost"
     path_syscalls = PATH_SYSCALLS
     prefixes = (NEVER_USED_PREFIX,)
 
     def enter(self, call):  # reached only for a path under the prefix: never
         return CONTINUE
-
-
-class NullPathEngine(NullPathEngineWithExec):
-    name = "null-path"
-    path_syscalls = PATH_SYSCALLS - {"execve", "execveat"}
