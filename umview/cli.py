@@ -10,6 +10,7 @@ examples:
   umview                      a shell ($SHELL) whose processes run under umview
   umview bash                 the same, with bash
   umview --stats -- make -j2  run a build, then print how many calls stopped
+  umview -p unreal ls /unreal/etc   /unreal/X is X
   umview --engine examples/lying_engine.py:LyingEngine -- uname -n
 
 The exit status is the command's: its exit code, or, if it was killed by a
@@ -27,6 +28,10 @@ def build_parser():
     )
     p.add_argument("command", nargs=argparse.REMAINDER,
                    help="the command and its arguments (default: $SHELL, else /bin/sh)")
+    p.add_argument("-p", "--module", action="append", default=[], metavar="NAME[,OPT[=V]...]",
+                   help="load a module (e.g. unreal); may be repeated, later ones are newer; "
+                   "--list-modules shows them")
+    p.add_argument("--list-modules", action="store_true", help="list the modules umview knows and exit")
     p.add_argument("-e", "--engine", action="append", default=[], metavar="FILE.py:CLASS",
                    help="load an engine class from a Python file or module "
                    "(MODULE:CLASS); may be repeated, later ones are newer")
@@ -84,11 +89,16 @@ def load_engine(spec):
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.engine or args.verbose:
+    if args.engine or args.module or args.verbose:
         import logging
 
         logging.basicConfig(format="umview: %(message)s",
                             level=logging.INFO if args.verbose else logging.WARNING)
+    if args.list_modules:
+        from umview.assembly import describe
+
+        print("\n".join(describe()))
+        return 0
     command = args.command
     if command and command[0] == "--":
         command = command[1:]
@@ -100,7 +110,14 @@ def main(argv=None):
         print(f"umview: {exc}", file=sys.stderr)
         return 1
     try:
-        engines = [load_engine(s) for s in args.engine]
+        from umview.assembly import load_modules
+
+        _, engines = load_modules(args.module)
+    except (ValueError, ImportError) as exc:
+        print(f"umview: {exc}", file=sys.stderr)
+        return 2
+    try:
+        engines += [load_engine(s) for s in args.engine]
     except Exception as exc:  # noqa: BLE001 - any failure to load is the user's to see
         print(f"umview: cannot load engine: {exc}", file=sys.stderr)
         return 2

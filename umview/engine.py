@@ -120,7 +120,7 @@ class Call:
     ABI promises the process.
     """
 
-    def __init__(self, tid, abi, sc, name, nr, args, ip, sp, path_slots):
+    def __init__(self, tid, abi, sc, name, nr, args, ip, sp, path_indices=()):
         self.tid = tid
         self.abi = abi  # "x86_64", "i386" or "x32"
         self.abi_id = _ABI_IDS[abi]
@@ -134,7 +134,7 @@ class Call:
         self.sp = sp
         self.retval = None
         self.execed = False
-        self._path_slots = path_slots
+        self.path_indices = tuple(path_indices)  # argument index of each path slot
         self._paths = None
         self._scratch = sp - _RED_ZONE
 
@@ -179,7 +179,7 @@ class Call:
         """The call's path arguments resolved to absolute, lexically normalized
         paths (bytes), one per path slot; None where it cannot be resolved."""
         if self._paths is None:
-            self._paths = [self.path(slot) for slot in range(self._path_slots)]
+            self._paths = [self.path(slot) for slot in range(len(self.path_indices))]
         return self._paths
 
     def path(self, slot=0):

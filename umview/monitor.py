@@ -77,8 +77,9 @@ class SyscallTable:
                         abi_id, self.index[name], slot, path_idx,
                         -1 if dirfd_idx is None else dirfd_idx, empty))
 
-    def path_slots(self, abi_name, name):
-        return len(self.path_args(abi_name).get(name, ()))
+    def path_indices(self, abi_name, name):
+        """The argument index of each path argument of the call, in slot order."""
+        return tuple(p for p, _ in self.path_args(abi_name).get(name, ()))
 
 
 class _Pending:
@@ -288,7 +289,7 @@ class Monitor:
                 name = names[ev.sc]
                 abi = abis[ev.abi]
                 call = Call(ev.tid, abi, ev.sc, name, ev.nr, list(ev.args), ev.ip, ev.sp,
-                            self.table.path_slots(abi, name))
+                            self.table.path_indices(abi, name))
                 reply, rval, exits = self.dispatcher.enter(call)
                 ev.reply = reply
                 self._write_call(ev, call)

@@ -31,7 +31,7 @@ def table():
 
 
 def make_call(table, name="getpid"):
-    return Call(1, "x86_64", table.index[name], name, 39, [0] * 6, 0, 0x7000_0000, 0)
+    return Call(1, "x86_64", table.index[name], name, 39, [0] * 6, 0, 0x7000_0000)
 
 
 def test_entry_walks_newest_first_and_exit_oldest_first(table):

@@ -1,0 +1,78 @@
+"""unreal's oracle: an operation on X, /unreal/X and /unreal/unreal/X gives the
+same result (up to the prefix), and /unreal/unreal/unreal/X does not exist."""
+import os
+import sys
+
+import pytest
+
+from conftest import run, umview_argv
+
+PREFIXES = ["", "/unreal", "/unreal/unreal"]
+
+
+def in_view(script, cwd):
+    """Run a bash script under umview -p unreal; the script gets $P."""
+    outs = []
+    for p in PREFIXES:
+        r = run(umview_argv("-p", "unreal", "--", "bash", "-c", script), cwd=cwd,
+                env=dict(os.environ, P=p, LC_ALL="C"))
+        outs.append((r.stdout.decode(errors="replace").replace(p, "") if p else r.stdout.decode(errors="replace"),
+                     r.stderr.decode(errors="replace").replace(p, "") if p else r.stderr.decode(errors="replace"),
+                     r.returncode))
+    return outs
+
+
+@pytest.fixture
+def tree(tmp_path):
+    root = tmp_path / "tree"
+    (root / "sub" / "deeper").mkdir(parents=True)
+    (root / "file").write_text("content\n")
+    (root / "sub" / "deeper" / "f2").write_text("two\n")
+    os.symlink("file", root / "rel-link")
+    os.symlink(str(root / "sub"), root / "abs-link")
+    os.symlink("missing", root / "dangling")
+    os.chmod(root / "sub", 0o750)
+    return root
+
+
+COMMANDS = {
+    "ls": 'ls -la --time-style=+%s "$P$T" "$P$T/sub" /etc/hostname "$P/etc/hostname"',
+    "stat": 'stat -c "%n %s %a %F %h %i" "$P$T"/* "$P$T/sub/deeper/f2"',
+    "readlink": 'readlink "$P$T/rel-link" "$P$T/abs-link" "$P$T/dangling"; readlink -f "$P$T/rel-link"',
+    "find": 'find "$P$T" -maxdepth 2 | sort',
+    "cat": 'cat "$P$T/file" "$P$T/rel-link" "$P$T/abs-link/deeper/f2"',
+    "errors": 'cat "$P$T/nope"; ls "$P$T/file/x"; cd "$P$T/file"; echo $?',
+    "write": 'echo new > "$P$T/w"; mkdir "$P$T/d"; mv "$P$T/w" "$P$T/d/w2"; ln -s w2 "$P$T/d/l";'
+             ' cat "$P$T/d/l"; rm -r "$P$T/d"; ls "$P$T"',
+    "walk": f'{sys.executable} -c "import os,sys; [print(d, sorted(ds), sorted(fs)) for d, ds, fs in '
+            f'sorted(os.walk(sys.argv[1]))]" "$P$T"',
+    "dirfd": f'{sys.executable} -c "import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); '
+             f'print(os.stat(\'file\', dir_fd=fd).st_size, os.readlink(\'rel-link\', dir_fd=fd))" "$P$T"',
+    "relative": 'cd / && cat "${P#/}$T/file" && ls "${P#/}$T/sub"',
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_same_result_on_x_and_under_unreal(name, tree):
+    outs = in_view(f"T={tree}; " + COMMANDS[name], cwd=tree.parent)
+    assert outs[1] == outs[0]
+    assert outs[2] == outs[0]
+
+
+def test_three_levels_deep_is_enoent(tree):
+    r = run(umview_argv("-p", "unreal", "--", "cat", f"/unreal/unreal/unreal{tree}/file"))
+    assert r.returncode == 1
+    assert b"No such file or directory" in r.stderr
+
+
+def test_unknown_module_and_option_are_errors():
+    r = run(umview_argv("-p", "nosuchmodule", "--", "true"))
+    assert r.returncode == 2 and b"no module named 'nosuchmodule'" in r.stderr
+    r = run(umview_argv("-p", "unreal,bogus", "--", "true"))
+    assert r.returncode == 2 and b"unknown option bogus" in r.stderr
+
+
+def test_real_files_untouched_outside_the_view(tree):
+    r = run(umview_argv("-p", "unreal", "--", "cat", f"/unreal{tree}/file"))
+    assert r.stdout == b"content\n"
+    assert not os.path.exists("/unreal")

@@ -1,0 +1,58 @@
+"""The monitor's assembly: the one place in umview/ that wires modules in.
+
+Built-in modules are named here; third-party ones register under the
+``umview.modules`` entry-point group (``name = "package.module:Class"``). A
+module that fails to import is an error the user sees, never skipped.
+"""
+import importlib
+
+BUILTIN = {
+    "unreal": "umview.modules.unreal:Unreal",
+}
+
+
+def _entry_points():
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep.value for ep in entry_points(group="umview.modules")}
+
+
+def module_class(name):
+    where = BUILTIN.get(name)
+    if where is None:
+        where = _entry_points().get(name)
+    if where is None:
+        known = sorted(set(BUILTIN) | set(_entry_points()))
+        raise ValueError(f"no module named {name!r} (known: {', '.join(known)})")
+    mod_name, _, cls_name = where.partition(":")
+    try:
+        module = importlib.import_module(mod_name)
+    except Exception as exc:
+        raise ImportError(f"module {name!r} ({where}) failed to import: {exc!r}") from exc
+    return getattr(module, cls_name)
+
+
+def load_modules(specs):
+    """Instantiate the modules of -p specs; return (modules, engines in epoch order)."""
+    from umview.service import parse_spec
+
+    modules, engines = [], []
+    for spec in specs:
+        name, options = parse_spec(spec)
+        module = module_class(name)(options)
+        modules.append(module)
+        engines.extend(module.engines())
+    return modules, engines
+
+
+def describe():
+    """Lines 'name: description' for every known module."""
+    lines = []
+    for name in sorted(set(BUILTIN) | set(_entry_points())):
+        try:
+            cls = module_class(name)
+            lines.append(f"{name:10} {cls.description}" + (f"\n{'':10} options: {cls.options_help}"
+                                                           if cls.options_help else ""))
+        except Exception as exc:  # noqa: BLE001 - listing must show the broken one
+            lines.append(f"{name:10} (cannot load: {exc})")
+    return lines
