@@ -34,7 +34,8 @@ def module_class(name):
 
 def load_modules(specs):
     """Instantiate the modules of -p specs; return (modules, engines in epoch order)."""
-    from umview.service import parse_spec
+    from umview.cwd import CwdTracker
+    from umview.service import RedirectMount, parse_spec
 
     modules, engines = [], []
     for spec in specs:
@@ -42,6 +43,10 @@ def load_modules(specs):
         module = module_class(name)(options)
         modules.append(module)
         engines.extend(module.engines())
+    targets = [e.target for e in engines if isinstance(e, RedirectMount)]
+    if targets:
+        # newest of the path engines: it sees each call as the process made it
+        engines.append(CwdTracker(targets))
     return modules, engines
 
 

@@ -99,7 +99,10 @@ static struct um_stats stats;
 /* per-tid flags, indexed by tid (lazily zero pages: costs only what is touched) */
 #define TF_EXIT_WANTED 1
 #define TF_SEEN 2
-#define TF_EXECED 4 /* execve succeeded while its exit stop was pending */
+#define TF_EXECED 4    /* execve succeeded while its exit stop was pending */
+#define TF_VCWD 8      /* its cwd is virtual: relative paths need Python */
+#define TF_ANNOUNCED 16 /* its parent's fork/clone event was seen (or it is the first) */
+#define TF_HELD 32     /* new tracee kept stopped until its parent's event is seen */
 static unsigned char *tflags;
 static long pid_max = 4194304;
 
@@ -479,7 +482,7 @@ int um_spawn(char *const argv[], int flags)
     first_status = -1;
     ntracees = 1;
     stats.processes++;
-    *tf(pid) = TF_SEEN;
+    *tf(pid) = TF_SEEN | TF_ANNOUNCED;
     install_signal_passing();
     if (write(go[1], "g", 1) != 1) {
         r = -errno;
@@ -645,11 +648,14 @@ static int resolve(int tid, const struct path_arg *pa, const uint64_t *args, cha
         memcpy(out, rel, (size_t)n + 1);
         return normalize(out);
     }
+    int dirfd = pa->dirfd >= 0 ? (int)args[pa->dirfd] : AT_FDCWD_;
+    /* relative to a virtual cwd: only Python knows where that is */
+    if (!fd_ok && n > 0 && dirfd == AT_FDCWD_ && (*tf(tid) & TF_VCWD))
+        return -EAGAIN;
     /* "" is ENOENT unless AT_EMPTY_PATH makes it the dirfd itself */
     if (n == 0 && (!fd_ok || pa->emptyflg < 0 || !(args[pa->emptyflg] & AT_EMPTY_PATH_)))
         return -ENOENT;
     char proc[64];
-    int dirfd = pa->dirfd >= 0 ? (int)args[pa->dirfd] : AT_FDCWD_;
     if (dirfd == AT_FDCWD_)
         snprintf(proc, sizeof proc, "/proc/%d/cwd", tid);
     else
@@ -779,6 +785,17 @@ static int set_return(int tid, int abi, int64_t val)
 
 int um_ssi_available(void) { return ssi_state; }
 
+int um_set_vcwd(int tid, int on)
+{
+    if (tid <= 0 || tid > pid_max)
+        return -EINVAL;
+    if (on)
+        *tf(tid) |= TF_VCWD;
+    else
+        *tf(tid) &= ~TF_VCWD;
+    return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* the loop                                                            */
 /* ------------------------------------------------------------------ */
@@ -821,6 +838,40 @@ static void propagate_stop(void)
         kill(first_pid, SIGCONT);
 }
 
+/* New tracees held at their first stop until their parent's fork event. A
+ * parent killed before that event would leave one held forever: any exit
+ * releases them all (they then run without inherited state, a rare race). */
+#define MAX_HELD 64
+static pid_t held[MAX_HELD];
+static int nheld;
+
+static int hold(pid_t tid)
+{
+    if (nheld >= MAX_HELD)
+        return 0;
+    held[nheld++] = tid;
+    *tf(tid) |= TF_HELD;
+    return 1;
+}
+
+static void unhold(pid_t tid)
+{
+    for (int i = 0; i < nheld; i++)
+        if (held[i] == tid) {
+            held[i] = held[--nheld];
+            return;
+        }
+}
+
+static void release_all_held(void)
+{
+    while (nheld > 0) {
+        pid_t t = held[--nheld];
+        *tf(t) = (unsigned char)((*tf(t) & ~TF_HELD) | TF_ANNOUNCED);
+        ptrace(PTRACE_CONT, t, 0, 0);
+    }
+}
+
 /* Complete the reply Python gave to the outstanding event. */
 static void finish_reply(struct um_event *ev)
 {
@@ -857,6 +908,8 @@ static void finish_reply(struct um_event *ev)
             set_return(tid, abi, ev->rval);
         resume(tid, PTRACE_CONT, 0);
     } else if (ev->kind == UM_EV_FORK || ev->kind == UM_EV_EXEC) {
+        if (ev->kind == UM_EV_FORK && (ev->flags & UM_FORK_HELD))
+            resume((pid_t)ev->msg, PTRACE_CONT, 0);
         resume(tid, PTRACE_CONT, 0);
     }
     ev->kind = UM_EV_DONE;
@@ -896,6 +949,10 @@ int um_next(struct um_event *ev)
         if (WIFEXITED(status) || WIFSIGNALED(status)) {
             if (tid == first_pid)
                 first_status = status;
+            if (*tf(tid) & TF_HELD)
+                unhold(tid);
+            if (nheld)
+                release_all_held();
             if (*tf(tid) & TF_SEEN)
                 ntracees--;
             *tf(tid) = 0;
@@ -978,10 +1035,22 @@ int um_next(struct um_event *ev)
             unsigned long msg = 0;
             if (event == PTRACE_EVENT_FORK || event == PTRACE_EVENT_VFORK || event == PTRACE_EVENT_CLONE) {
                 ptrace(PTRACE_GETEVENTMSG, tid, 0, &msg);
-                if (msg > 0 && !(*tf((pid_t)msg) & TF_SEEN)) {
-                    *tf((pid_t)msg) |= TF_SEEN;
+                pid_t child = (pid_t)msg, held_release = 0;
+                if (msg > 0 && !(*tf(child) & TF_SEEN)) {
+                    *tf(child) |= TF_SEEN;
                     ntracees++;
                     stats.processes++;
+                }
+                if (msg > 0) {
+                    /* the child inherits the cwd state; if its first stop came
+                     * first it was held: it may run now */
+                    unsigned char held = *tf(child) & TF_HELD;
+                    *tf(child) = (unsigned char)((*tf(child) & ~(TF_HELD | TF_VCWD)) | TF_ANNOUNCED |
+                                                 (*tf(tid) & TF_VCWD));
+                    if (held) {
+                        unhold(child);
+                        held_release = child;
+                    }
                 }
                 if (event_mask & UM_WANT_FORK) {
                     memset(ev, 0, sizeof *ev);
@@ -989,11 +1058,14 @@ int um_next(struct um_event *ev)
                     ev->tid = tid;
                     ev->msg = (long)msg;
                     ev->sc = -1;
-                    ev->flags = event == PTRACE_EVENT_CLONE ? UM_FORK_THREAD
-                                : event == PTRACE_EVENT_VFORK ? UM_FORK_VFORK : 0;
+                    ev->flags = (event == PTRACE_EVENT_CLONE ? UM_FORK_THREAD
+                                 : event == PTRACE_EVENT_VFORK ? UM_FORK_VFORK : 0) |
+                                (held_release ? UM_FORK_HELD : 0);
                     stats.python_events++;
                     return UM_EV_FORK;
                 }
+                if (held_release)
+                    resume(held_release, PTRACE_CONT, 0);
             } else if (event == PTRACE_EVENT_EXEC) {
                 ptrace(PTRACE_GETEVENTMSG, tid, 0, &msg);
                 if ((pid_t)msg != tid && msg > 0) {
@@ -1015,7 +1087,11 @@ int um_next(struct um_event *ev)
                     return UM_EV_EXEC;
                 }
             } else if (event == PTRACE_EVENT_STOP) {
-                /* the first stop of a new tracee, or after PTRACE_INTERRUPT */
+                /* the first stop of a new tracee, or after PTRACE_INTERRUPT. A
+                 * child whose parent's fork event is not in yet waits for it,
+                 * so that it never runs before its inherited state is known */
+                if (!(*tf(tid) & TF_ANNOUNCED) && hold(tid))
+                    continue;
             }
             resume(tid, PTRACE_CONT, 0);
             continue;

@@ -34,6 +34,7 @@
 
 #define UM_FORK_THREAD 1
 #define UM_FORK_VFORK 2
+#define UM_FORK_HELD 8 /* internal: the child waits for this event's reply */
 #define UM_EXIT_AFTER_EXEC 4 /* ev->flags at UM_EV_SYSCALL_EXIT: the call execed */
 
 /* which optional events Python wants (um_set_event_mask) */
@@ -115,4 +116,5 @@ int um_write_mem(int tid, uint64_t addr, const void *buf, size_t len);
 int um_read_string(int tid, uint64_t addr, char *buf, int size);
 int um_resolve_path(int tid, int abi, int sc, int slot, const uint64_t *args, char *out, int size);
 int um_ssi_available(void);
+int um_set_vcwd(int tid, int on);
 void um_restore_signals(void);

@@ -82,6 +82,17 @@ class Engine:
     def exit(self, call):
         pass
 
+    # Process events, for engines that keep per-process state. They are
+    # delivered only to engines that override them (the others cost nothing).
+    def on_fork(self, parent_tid, child_tid, thread):
+        """A new process (thread=False) or thread was created; it has not run yet."""
+
+    def on_exec(self, tid, former_tid):
+        """tid execed (former_tid differs if a non-leader thread did it)."""
+
+    def on_exit(self, tid):
+        """tid is gone."""
+
     def wants(self, call):
         """Does this engine claim this particular call?"""
         if call.name in self.syscalls:
@@ -120,7 +131,7 @@ class Call:
     ABI promises the process.
     """
 
-    def __init__(self, tid, abi, sc, name, nr, args, ip, sp, path_indices=()):
+    def __init__(self, tid, abi, sc, name, nr, args, ip, sp, path_args=()):
         self.tid = tid
         self.abi = abi  # "x86_64", "i386" or "x32"
         self.abi_id = _ABI_IDS[abi]
@@ -134,7 +145,9 @@ class Call:
         self.sp = sp
         self.retval = None
         self.execed = False
-        self.path_indices = tuple(path_indices)  # argument index of each path slot
+        # per path slot: the argument index of the path, and of its dirfd (None: cwd)
+        self.path_indices = tuple(p for p, _ in path_args)
+        self.dirfd_indices = tuple(d for _, d in path_args)
         self._paths = None
         self._scratch = sp - _RED_ZONE
 

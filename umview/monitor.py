@@ -77,9 +77,9 @@ class SyscallTable:
                         abi_id, self.index[name], slot, path_idx,
                         -1 if dirfd_idx is None else dirfd_idx, empty))
 
-    def path_indices(self, abi_name, name):
-        """The argument index of each path argument of the call, in slot order."""
-        return tuple(p for p, _ in self.path_args(abi_name).get(name, ()))
+    def path_pairs(self, abi_name, name):
+        """(path index, dirfd index or None) of each path argument, in slot order."""
+        return self.path_args(abi_name).get(name, ())
 
 
 class _Pending:
@@ -200,6 +200,13 @@ def _run_engine(engine, hook, call):
     return CONTINUE if result is None and hook == "enter" else result
 
 
+def _run_hook(hook, *args):
+    try:
+        hook(*args)
+    except Exception:  # noqa: BLE001 - a module bug must not crash the monitor
+        _log().exception("engine hook %s raised", getattr(hook, "__qualname__", hook))
+
+
 class Stats:
     """The C core's counters (struct um_stats)."""
 
@@ -265,7 +272,13 @@ class Monitor:
             self.table.load_into_core()
             self.dispatcher.load_into_core()
         lib.um_set_spin(self.spin)
-        wanted = lib.UM_WANT_EXEC | lib.UM_WANT_EXIT if self.dispatcher.engines else 0
+        engines = self.dispatcher.engines
+        self._on_fork = [e for e in engines if type(e).on_fork is not Engine.on_fork]
+        self._on_exec = [e for e in engines if type(e).on_exec is not Engine.on_exec]
+        self._on_exit = [e for e in engines if type(e).on_exit is not Engine.on_exit]
+        wanted = lib.UM_WANT_EXEC | lib.UM_WANT_EXIT if engines else 0
+        if self._on_fork:
+            wanted |= lib.UM_WANT_FORK
         lib.um_set_event_mask(wanted)
         keep = [ffi.new("char[]", os.fsencode(a)) for a in argv]
         cargv = ffi.new("char *[]", keep + [ffi.NULL])
@@ -289,7 +302,7 @@ class Monitor:
                 name = names[ev.sc]
                 abi = abis[ev.abi]
                 call = Call(ev.tid, abi, ev.sc, name, ev.nr, list(ev.args), ev.ip, ev.sp,
-                            self.table.path_indices(abi, name))
+                            self.table.path_pairs(abi, name))
                 reply, rval, exits = self.dispatcher.enter(call)
                 ev.reply = reply
                 self._write_call(ev, call)
@@ -313,11 +326,19 @@ class Monitor:
                 if call.args != list(call.orig_args):
                     ev.args = list(call.orig_args)
                     ev.changed |= lib.UM_CHANGED_ARGS
+            elif kind == lib.UM_EV_FORK:
+                thread = bool(ev.flags & lib.UM_FORK_THREAD)
+                for e in self._on_fork:
+                    _run_hook(e.on_fork, ev.tid, ev.msg, thread)
             elif kind == lib.UM_EV_EXEC:
                 if ev.msg != ev.tid and ev.msg in self._pending:
                     self._pending[ev.tid] = self._pending.pop(ev.msg)
+                for e in self._on_exec:
+                    _run_hook(e.on_exec, ev.tid, ev.msg)
             elif kind == lib.UM_EV_EXIT:
                 self._pending.pop(ev.tid, None)
+                for e in self._on_exit:
+                    _run_hook(e.on_exit, ev.tid)
             elif kind == lib.UM_EV_DONE:
                 return
             elif kind == lib.UM_EV_ERROR:

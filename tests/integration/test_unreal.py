@@ -49,6 +49,12 @@ COMMANDS = {
     "dirfd": f'{sys.executable} -c "import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); '
              f'print(os.stat(\'file\', dir_fd=fd).st_size, os.readlink(\'rel-link\', dir_fd=fd))" "$P$T"',
     "relative": 'cd / && cat "${P#/}$T/file" && ls "${P#/}$T/sub"',
+    "cwd": 'cd "$P$T/sub" && pwd -P && /bin/pwd && ls .. && cd deeper && cat f2 && cd ../.. && /bin/pwd'
+           ' && ls && cat ./sub/../file && (cd sub; sh -c "/bin/pwd; ls")',
+    "cwd-python": f'cd "$P$T" && {sys.executable} -c "import os; print(os.getcwd()); os.chdir(\'sub\');'
+                  f' print(os.getcwd(), os.listdir(\'..\')); fd = os.open(\'deeper\', os.O_RDONLY);'
+                  f' os.chdir(\'/\'); os.fchdir(fd); print(os.getcwd(), os.listdir())"',
+    "cwd-errors": 'cd "$P$T/nope"; echo $?; cd "$P$T/file"; echo $?; cd "$P$T" && /bin/pwd',
 }
 
 
@@ -57,6 +63,14 @@ def test_same_result_on_x_and_under_unreal(name, tree):
     outs = in_view(f"T={tree}; " + COMMANDS[name], cwd=tree.parent)
     assert outs[1] == outs[0]
     assert outs[2] == outs[0]
+
+
+def test_cwd_outside_mounts_is_the_kernels(tree):
+    """cd into a real symlinked directory shows what getcwd shows natively."""
+    script = 'cd /bin && /bin/pwd; cd /tmp && /bin/pwd'
+    native = run(["bash", "-c", script])
+    viewed = run(umview_argv("-p", "unreal", "--", "bash", "-c", script))
+    assert viewed.stdout == native.stdout
 
 
 def test_three_levels_deep_is_enoent(tree):

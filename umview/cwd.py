@@ -1,0 +1,201 @@
+"""The virtual current directory of the processes in a view.
+
+When a process changes into a directory that a mount serves, the kernel's cwd
+is the real directory the mount redirected to, but the process must keep
+seeing the path it named: `cd /unreal/etc && pwd -P` prints `/unreal/etc`,
+and `..` from the mount point leads back where the process came from, not to
+the parent of the real directory.
+
+CwdTracker is the newest of the path engines, so it sees each call as the
+process made it. For a process whose cwd is virtual it
+
+- answers getcwd(2) with the virtual path;
+- turns relative paths (those relative to the cwd, AT_FDCWD) into absolute
+  virtual paths before the mounts see them (the C core hands every such call
+  to Python: it knows which processes have a virtual cwd);
+- follows chdir(2) and fchdir(2): the cwd is virtual exactly when the path
+  the kernel received differs from the one the process named.
+
+fchdir needs the virtual path of a directory fd: the tracker remembers it for
+fds opened through a mount, and checks at fchdir time that the fd still refers
+to the same real file (fd numbers are reused after close).
+
+The cwd is per process (threads share it); a child inherits its parent's.
+Not handled: CLONE_FS shared between processes (each keeps its own copy),
+chroot.
+"""
+import errno
+import os
+
+from umview import core
+from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip, under_any
+
+AT_FDCWD = -100
+OPENS = frozenset({"open", "openat", "openat2", "creat"})
+MAX_FD_PATHS = 65536
+
+
+def normalize(path):
+    """Lexical normalization of an absolute path (bytes), as the C core does."""
+    out = []
+    for part in path.split(b"/"):
+        if part in (b"", b"."):
+            continue
+        if part == b"..":
+            if out:
+                out.pop()
+        else:
+            out.append(part)
+    return b"/" + b"/".join(out)
+
+
+def _signed(v):
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if v & 0x80000000 else v
+
+
+class CwdTracker(Engine):
+    name = "cwd"
+    description = "virtual current directories"
+    syscalls = frozenset({"chdir", "fchdir", "getcwd"})
+
+    def __init__(self, prefixes):
+        from umview.monitor import PATH_SYSCALLS
+
+        self.path_syscalls = PATH_SYSCALLS
+        self.prefixes = tuple(p.encode() if isinstance(p, str) else p for p in prefixes)
+        self.tgid = {}      # tid -> tgid
+        self.threads = {}   # tgid -> set of tids
+        self.vcwd = {}      # tgid -> virtual cwd (bytes), only where it is virtual
+        self.fd_paths = {}  # (tgid, fd) -> (virtual path, real path)
+
+    # --- processes ---
+    def _tgid(self, tid):
+        return self.tgid.get(tid, tid)
+
+    def on_fork(self, parent_tid, child_tid, thread):
+        if thread:
+            g = self._tgid(parent_tid)
+            self.tgid[child_tid] = g
+            self.threads.setdefault(g, {g}).add(child_tid)
+            return
+        parent = self._tgid(parent_tid)
+        if parent in self.vcwd:
+            self.vcwd[child_tid] = self.vcwd[parent]
+        inherited = {(child_tid, fd): v for (g, fd), v in self.fd_paths.items() if g == parent}
+        self.fd_paths.update(inherited)
+
+    def on_exec(self, tid, former_tid):
+        g = self._tgid(tid)
+        for t in self.threads.pop(g, ()):
+            if t != tid:
+                self.tgid.pop(t, None)
+
+    def on_exit(self, tid):
+        g = self.tgid.pop(tid, tid)
+        members = self.threads.get(g)
+        if members is not None:
+            members.discard(tid)
+        if tid == g and not members:
+            self.threads.pop(g, None)
+            self.vcwd.pop(g, None)
+            for key in [k for k in self.fd_paths if k[0] == g]:
+                del self.fd_paths[key]
+
+    def _set_vcwd(self, tid, virtual):
+        g = self._tgid(tid)
+        if virtual is None:
+            self.vcwd.pop(g, None)
+        else:
+            self.vcwd[g] = virtual
+        on = int(virtual is not None)
+        for t in self.threads.get(g, {g}) | {tid}:
+            core.check(core.lib.um_set_vcwd(t, on))
+
+    # --- calls ---
+    def wants(self, call):
+        if call.name in self.syscalls:
+            return True
+        if call.path_indices and self._tgid(call.tid) in self.vcwd:
+            return True
+        return call.name in OPENS and any(
+            p is not None and under_any(p, self.prefixes) for p in call.paths())
+
+    def enter(self, call):
+        g = self._tgid(call.tid)
+        vcwd = self.vcwd.get(g)
+        if call.name == "getcwd":
+            if vcwd is None:
+                return CONTINUE
+            data = vcwd + b"\0"
+            if call.args[1] < len(data):
+                return Skip.errno(errno.ERANGE)
+            call.write_mem(call.args[0], data)
+            return Skip(len(data))
+        if vcwd is not None:
+            self._absolutize(call, vcwd)
+        if call.name == "fchdir":
+            return CONTINUE_AFTER
+        if call.name == "chdir" or call.name in OPENS:
+            # the path as named here, and made absolute: at exit, a different
+            # string in the argument means a mount redirected it
+            call.named = call.read_string(call.path_indices[0])
+            call.virtual = self._virtual_path(call, 0)
+            return CONTINUE_AFTER
+        return CONTINUE
+
+    def exit(self, call):
+        if call.retval is None or call.retval < 0:
+            return
+        g = self._tgid(call.tid)
+        if call.name == "chdir":
+            self._set_vcwd(call.tid, call.virtual if self._redirected(call) else None)
+        elif call.name == "fchdir":
+            fd = _signed(call.args[0])
+            entry = self.fd_paths.get((g, fd))
+            if entry is not None and self._fd_target(call.tid, fd) != entry[1]:
+                entry = None
+            self._set_vcwd(call.tid, entry[0] if entry else None)
+        elif call.name in OPENS and self._redirected(call):
+            real = self._fd_target(call.tid, call.retval)
+            if real is not None and len(self.fd_paths) < MAX_FD_PATHS:
+                self.fd_paths[(g, call.retval)] = (call.virtual, real)
+
+    # --- helpers ---
+    @staticmethod
+    def _absolutize(call, vcwd):
+        """Relative (to the cwd) path arguments become absolute virtual paths."""
+        for slot, index in enumerate(call.path_indices):
+            d = call.dirfd_indices[slot]
+            if d is not None and _signed(call.args[d]) != AT_FDCWD:
+                continue
+            path = call.read_string(index)
+            if not path or path.startswith(b"/"):
+                continue
+            joined = vcwd.rstrip(b"/") + b"/" + path
+            if len(joined) >= 4096:
+                raise OSError(errno.ENAMETOOLONG, "path too long")
+            call.set_string(index, joined)
+
+    @staticmethod
+    def _virtual_path(call, slot):
+        """The absolute virtual path of path slot (after _absolutize), or None."""
+        paths = call.paths()
+        return paths[slot] if paths else None
+
+    @staticmethod
+    def _redirected(call):
+        """Did an older engine rewrite the path the kernel received?"""
+        if call.virtual is None:
+            return False
+        try:
+            return call.read_string(call.path_indices[0]) != call.named
+        except OSError:
+            return False
+
+    @staticmethod
+    def _fd_target(tid, fd):
+        try:
+            return os.fsencode(os.readlink(f"/proc/{tid}/fd/{fd}"))
+        except OSError:
+            return None
