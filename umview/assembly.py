@@ -8,6 +8,7 @@ import importlib
 
 BUILTIN = {
     "unreal": "umview.modules.unreal:Unreal",
+    "viewfs": "umview.modules.viewfs:Viewfs",
 }
 
 
@@ -43,11 +44,16 @@ def load_modules(specs):
         module = module_class(name)(options)
         modules.append(module)
         engines.extend(module.engines())
-    targets = [e.target for e in engines if isinstance(e, RedirectMount)]
-    if targets:
+    if any(isinstance(e, RedirectMount) or e.mounts_later for e in engines):
         # newest of the path engines: it sees each call as the process made it
-        engines.append(CwdTracker(targets))
+        engines.append(CwdTracker())
     return modules, engines
+
+
+def attach(modules, monitor):
+    """Give the modules the running view, for mounts made from inside it."""
+    for m in modules:
+        m.view = monitor
 
 
 def describe():

@@ -110,9 +110,9 @@ def main(argv=None):
         print(f"umview: {exc}", file=sys.stderr)
         return 1
     try:
-        from umview.assembly import load_modules
+        from umview.assembly import attach, load_modules
 
-        _, engines = load_modules(args.module)
+        modules, engines = load_modules(args.module)
     except (ValueError, ImportError) as exc:
         print(f"umview: {exc}", file=sys.stderr)
         return 2
@@ -123,6 +123,7 @@ def main(argv=None):
         return 2
 
     monitor = Monitor(engines, spin=args.spin)
+    attach(modules, monitor)
     try:
         status = monitor.run(command)
     except OSError as exc:

@@ -58,16 +58,21 @@ class CwdTracker(Engine):
     name = "cwd"
     description = "virtual current directories"
     syscalls = frozenset({"chdir", "fchdir", "getcwd"})
+    newest = True
+    mounts_later = True
 
-    def __init__(self, prefixes):
+    def __init__(self):
         from umview.monitor import PATH_SYSCALLS
 
         self.path_syscalls = PATH_SYSCALLS
-        self.prefixes = tuple(p.encode() if isinstance(p, str) else p for p in prefixes)
+        self.prefixes = ()
         self.tgid = {}      # tid -> tgid
         self.threads = {}   # tgid -> set of tids
         self.vcwd = {}      # tgid -> virtual cwd (bytes), only where it is virtual
         self.fd_paths = {}  # (tgid, fd) -> (virtual path, real path)
+
+    def set_mount_targets(self, targets):
+        self.prefixes = tuple(targets)
 
     # --- processes ---
     def _tgid(self, tid):

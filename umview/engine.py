@@ -75,6 +75,12 @@ class Engine:
     syscalls = frozenset()
     path_syscalls = frozenset()
     prefixes = ()
+    #: trap path_syscalls from the start even with no prefix yet: the engine
+    #: gains prefixes at run time (a module serving mount(2)); a filter can
+    #: add traps later only by injection, so claim them up front
+    mounts_later = False
+    #: stays the newest engine when others are added at run time
+    newest = False
 
     def enter(self, call):
         return CONTINUE

@@ -101,9 +101,25 @@ class Dispatcher:
         self.engines = []
 
     def add(self, engine):
+        """Register an engine: it becomes the newest, below those marked newest."""
         if not isinstance(engine, Engine):
             raise TypeError(f"{engine!r} is not an umview Engine")
-        self.engines.append(engine)
+        at = len(self.engines)
+        while at > 0 and self.engines[at - 1].newest and not engine.newest:
+            at -= 1
+        self.engines.insert(at, engine)
+        self._refresh_mount_prefixes()
+
+    def remove(self, engine):
+        self.engines.remove(engine)
+        self._refresh_mount_prefixes()
+
+    def _refresh_mount_prefixes(self):
+        # engines that follow the mounts (the cwd tracker) learn their targets
+        targets = tuple(e.target for e in self.engines if getattr(e, "target", None))
+        for e in self.engines:
+            if hasattr(e, "set_mount_targets"):
+                e.set_mount_targets(targets)
 
     # --- claims -> C tables ---
     def claims(self):
@@ -114,7 +130,7 @@ class Dispatcher:
             for name in e.syscalls:
                 self._check_name(e, name)
                 modes[name] = modes.get(name, 0) | lib.UM_CLAIM_ALL
-            if e.prefixes:
+            if e.prefixes or e.mounts_later:
                 for name in e.path_syscalls:
                     self._check_name(e, name)
                     if name not in self.table.sig.PATH_ARGS:
@@ -263,6 +279,17 @@ class Monitor:
             self.dispatcher.add(e)
         self.spin = spin
         self._pending = {}
+
+    def add_engine(self, engine):
+        """Register an engine while the view runs (a mount): new epoch, tables reloaded."""
+        self.dispatcher.add(engine)
+        if self.table is not None:
+            self.dispatcher.load_into_core()
+
+    def remove_engine(self, engine):
+        self.dispatcher.remove(engine)
+        if self.table is not None:
+            self.dispatcher.load_into_core()
 
     def run(self, argv):
         if not argv:

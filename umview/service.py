@@ -27,6 +27,7 @@ class Module:
 
     def __init__(self, options):
         self.options = dict(options)
+        self.view = None  # the Monitor, once the view runs (add_engine/remove_engine)
 
     def engines(self):
         """The engines this module registers at load, oldest first."""

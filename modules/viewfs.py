@@ -1,0 +1,164 @@
+"""viewfs: mount a real directory over a path, for the processes of the view.
+
+    umview -p viewfs bash
+    $ mount -t viewfs ~/project /srv/app     # as root; or: vumount -t viewfs ...
+    $ ls /srv/app                            # shows ~/project
+    $ umount /srv/app
+
+    umview -p viewfs,mount=/home/me/project:/srv/app make -C /srv/app
+
+The mode is given with -o: ``move`` (the default: TARGET shows SOURCE and
+nothing of what was there). ``merge``, ``cow`` and ``mincow`` are not
+implemented yet: mount(2) fails with EINVAL and a log line says so.
+
+Each mount is a RedirectMount engine registered when mount(2) succeeds, with
+its own epoch: a later mount over /a hides an earlier one on /a/b. SOURCE is
+resolved when mounting (relative to the caller's cwd) and must be a directory;
+TARGET must exist, as for mount(2), unless it lies under another mount.
+"""
+import errno
+import logging
+import os
+
+from umview.engine import CONTINUE, Engine, Skip
+from umview.service import Module, RedirectMount
+
+log = logging.getLogger("umview")
+
+MODES = ("move", "merge", "cow", "mincow")
+IMPLEMENTED = ("move",)
+
+
+def _target_bytes(target):
+    return target.encode() if isinstance(target, str) else target
+
+
+class ViewfsMount(RedirectMount):
+    def __init__(self, source, target, mode):
+        self.source = source.rstrip(b"/") or b"/"
+        self.mode = mode
+        super().__init__(target, self._real, name=f"viewfs {target.decode(errors='replace')}")
+
+    def _real(self, rel):
+        if not rel:
+            return self.source
+        return (self.source if self.source != b"/" else b"") + b"/" + rel
+
+
+class MountControl(Engine):
+    """Serves mount(2) and umount2(2) for the viewfs type (and its aliases)."""
+
+    name = "viewfs"
+    syscalls = frozenset({"mount", "umount2"})
+    mounts_later = True
+    # newer than every mount, so that umount of a target reaches it before
+    # the mount on that target rewrites the path to its source
+    newest = True
+
+    def __init__(self, module):
+        from umview.monitor import PATH_SYSCALLS
+
+        self.module = module
+        self.path_syscalls = PATH_SYSCALLS  # trapped from the start: mounts come later
+
+    def wants(self, call):
+        return call.name in self.syscalls
+
+    def enter(self, call):
+        if call.name == "mount":
+            if not call.args[2]:
+                return CONTINUE
+            fstype = call.read_string(2, 256)
+            if fstype.decode(errors="replace") not in self.module.fstypes:
+                return CONTINUE
+            source = call.read_string(0)
+            target = call.paths()[0]
+            data = call.read_string(4).decode(errors="replace") if call.args[4] else ""
+            self.module.mount(call.tid, source, target, data)
+            return Skip(0)
+        target = call.paths()[0]
+        if target is not None and self.module.umount(target):
+            return Skip(0)
+        return CONTINUE
+
+
+class Viewfs(Module):
+    name = "viewfs"
+    description = "mount a real directory over a path (mode move; merge/cow/mincow to come)"
+    options_help = "mount=SOURCE:TARGET[:MODE] (mount at start; repeat with ;)"
+
+    def __init__(self, options):
+        super().__init__(options)
+        self.check_options({"mount"})
+        self.fstypes = {"viewfs"}
+        self.mounts = []
+        self.control = MountControl(self)
+        self.initial = []
+        spec = self.options.get("mount")
+        if spec is not None:
+            if spec is True:
+                raise ValueError("module viewfs: mount=SOURCE:TARGET[:MODE]")
+            for item in filter(None, spec.split(";")):
+                parts = item.split(":")
+                if len(parts) not in (2, 3):
+                    raise ValueError(f"module viewfs: mount={item!r}: expected SOURCE:TARGET[:MODE]")
+                mode = parts[2] if len(parts) == 3 else "move"
+                self.initial.append(self._make(os.fsencode(os.path.abspath(parts[0])),
+                                               os.fsencode(os.path.abspath(parts[1])), mode, at_start=True))
+
+    def engines(self):
+        return [self.control, *self.initial]
+
+    def _make(self, source, target, mode, at_start=False):
+        if mode not in MODES:
+            raise (ValueError(f"module viewfs: unknown mode {mode!r}") if at_start
+                   else OSError(errno.EINVAL, f"unknown viewfs mode {mode!r}"))
+        if mode not in IMPLEMENTED:
+            msg = f"viewfs mode {mode!r} is not implemented yet (only {', '.join(IMPLEMENTED)})"
+            if at_start:
+                raise ValueError("module " + msg)
+            log.warning("%s: mount refused with EINVAL", msg)
+            raise OSError(errno.EINVAL, msg)
+        if not os.path.isdir(source):
+            err = errno.ENOTDIR if os.path.exists(source) else errno.ENOENT
+            if at_start:
+                raise ValueError(f"module viewfs: source {os.fsdecode(source)}: {os.strerror(err)}")
+            raise OSError(err, "source")
+        m = ViewfsMount(source, target, mode)
+        self.mounts.append(m)
+        return m
+
+    def mount(self, tid, source, target, data):
+        """mount(2) of type viewfs, from a process of the view."""
+        if target is None:
+            raise OSError(errno.ENOENT, "target")
+        modes = [o for o in data.split(",") if o in MODES]
+        unknown = [o for o in data.split(",") if o and o not in MODES and o not in ("rw", "defaults")]
+        if unknown:
+            log.warning("viewfs: unknown mount option(s) %s: mount refused with EINVAL", ",".join(unknown))
+            raise OSError(errno.EINVAL, "options")
+        if not source.startswith(b"/"):
+            source = os.fsencode(os.readlink(f"/proc/{tid}/cwd")) + b"/" + source
+        source = os.fsencode(os.path.normpath(source))
+        if not os.path.isdir(self.real_path(target)):
+            # as mount(2): the mount point must be an existing directory
+            raise OSError(errno.ENOTDIR if os.path.exists(self.real_path(target)) else errno.ENOENT, "target")
+        m = self._make(source, target, modes[-1] if modes else "move")
+        self.view.add_engine(m)
+
+    def real_path(self, path):
+        """path as the kernel would see it through this module's mounts (newest first)."""
+        for m in reversed(self.mounts):
+            rel = m.relative(path)
+            if rel is not None:
+                path = m.real_path(rel)
+        return path
+
+    def umount(self, target):
+        """umount2(2): remove the newest viewfs mount on target; False if none."""
+        for m in reversed(self.mounts):
+            if m.target == _target_bytes(target):
+                self.mounts.remove(m)
+                self.view.remove_engine(m)
+                return True
+        return False

@@ -1,0 +1,96 @@
+"""viewfs, mode move: a real directory shown over a path, just for the view."""
+import os
+import sys
+
+import pytest
+
+from conftest import run, umview_argv
+
+BIN = os.path.dirname(sys.executable)
+VUMOUNT = os.path.join(BIN, "vumount")
+VUUMOUNT = os.path.join(BIN, "vuumount")
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    src = tmp_path / "project"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub" / "f").write_text("from the project\n")
+    (src / "Makefile").write_text("all:\n\t@echo built in $(CURDIR)\n")
+    target = tmp_path / "srv" / "app"
+    target.mkdir(parents=True)
+    (target / "hidden").write_text("real content of the target\n")
+    return src, target
+
+
+def in_view(script, tmp_path, *opts):
+    return run(umview_argv("-p", "viewfs", *opts, "--", "bash", "-c", script), cwd=tmp_path,
+               env=dict(os.environ, VUMOUNT=VUMOUNT, VUUMOUNT=VUUMOUNT))
+
+
+def test_mount_shows_source_over_target_and_umount_restores(dirs, tmp_path):
+    src, target = dirs
+    r = in_view(f'"$VUMOUNT" -t viewfs {src} {target} && ls {target} && cat {target}/sub/f;'
+                f' "$VUUMOUNT" {target} && ls {target}', tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"Makefile\nsub\nfrom the project\nhidden\n"
+
+
+def test_writes_through_the_mount_land_in_the_source(dirs, tmp_path):
+    src, target = dirs
+    r = in_view(f'"$VUMOUNT" -t viewfs {src} {target} && echo new > {target}/sub/n && mkdir {target}/d'
+                f' && mv {target}/sub/n {target}/d/m', tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (src / "d" / "m").read_text() == "new\n"
+    assert not (target / "d").exists()
+
+
+def test_cwd_inside_the_mount_and_dotdot_back_out(dirs, tmp_path):
+    src, target = dirs
+    r = in_view(f'"$VUMOUNT" -t viewfs {src} {target} && cd {target}/sub && /bin/pwd && cat f'
+                f' && cd ../.. && /bin/pwd && ls', tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().split("\n")[:4] == [f"{target}/sub", "from the project", str(target.parent), "app"]
+
+
+def test_make_runs_in_the_mounted_directory(dirs, tmp_path):
+    src, target = dirs
+    r = in_view(f'"$VUMOUNT" -t viewfs {src} {target} && make -s -C {target}', tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"built in {target}".encode()
+
+
+def test_mount_option_at_start(dirs, tmp_path):
+    src, target = dirs
+    r = run(umview_argv("-p", f"viewfs,mount={src}:{target}", "--", "cat", f"{target}/sub/f"))
+    assert r.stdout == b"from the project\n", r.stderr
+
+
+def test_later_mount_hides_earlier_one_below_it(dirs, tmp_path):
+    src, target = dirs
+    other, third = tmp_path / "other", tmp_path / "third"
+    for d in (other, third):
+        (d / "sub").mkdir(parents=True)
+        (d / "sub" / "f").write_text(d.name + "\n")
+    r = in_view(f'"$VUMOUNT" -t viewfs {src} {target} && "$VUMOUNT" -t viewfs {other}/sub {target}/sub'
+                f' && cat {target}/sub/f && "$VUMOUNT" -t viewfs {third} {target} && cat {target}/sub/f'
+                f' && "$VUUMOUNT" {target} && cat {target}/sub/f', tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"other\nthird\nother\n"
+
+
+def test_mount_errors_are_the_kernels(dirs, tmp_path):
+    src, target = dirs
+    r = in_view(f'"$VUMOUNT" -t viewfs {src}/nope {target}; "$VUMOUNT" -t viewfs {src} {target}/nope;'
+                f' "$VUMOUNT" -t viewfs -o cow {src} {target}; echo done', tmp_path)
+    assert r.stdout == b"done\n"
+    err = r.stderr.decode()
+    assert err.count("No such file or directory") == 2
+    assert "Invalid argument" in err and "not implemented yet" in err
+
+
+def test_vumount_outside_a_view_says_so(dirs):
+    src, target = dirs
+    r = run([VUMOUNT, "-t", "viewfs", str(src), str(target)])
+    assert r.returncode != 0
+    assert b"umview view" in r.stderr
