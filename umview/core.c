@@ -633,7 +633,8 @@ static int read_link(const char *proc, char *out, int size)
  * dirfd: with fd_ok it resolves to the fd's path, without it -ENOENT (the
  * call acts on an open file, not on a path). Returns the length or -errno
  * (unreadable, too long, or the base directory is not a directory). */
-static int resolve(int tid, const struct path_arg *pa, const uint64_t *args, char *out, int size, int fd_ok)
+static int resolve(int tid, const struct path_arg *pa, const uint64_t *args, char *out, int size, int fd_ok,
+                   char *raw)
 {
     if (pa->path < 0)
         return -ENOENT;
@@ -646,6 +647,8 @@ static int resolve(int tid, const struct path_arg *pa, const uint64_t *args, cha
         if (n >= size)
             return -ENAMETOOLONG;
         memcpy(out, rel, (size_t)n + 1);
+        if (raw)
+            memcpy(raw, rel, (size_t)n + 1);
         return normalize(out);
     }
     int dirfd = pa->dirfd >= 0 ? (int)args[pa->dirfd] : AT_FDCWD_;
@@ -671,6 +674,8 @@ static int resolve(int tid, const struct path_arg *pa, const uint64_t *args, cha
         return -ENAMETOOLONG;
     out[b] = '/';
     memcpy(out + b + 1, rel, (size_t)n + 1);
+    if (raw)
+        memcpy(raw, out, (size_t)(b + 1 + n) + 1);
     return normalize(out);
 }
 
@@ -678,7 +683,7 @@ int um_resolve_path(int tid, int abi, int sc, int slot, const uint64_t *args, ch
 {
     if (abi < 0 || abi >= UM_NABI || sc < 0 || sc >= nsc || slot < 0 || slot >= PATH_SLOTS || size < 2)
         return -EINVAL;
-    return resolve(tid, &path_args[abi][sc][slot], args, out, size, 1);
+    return resolve(tid, &path_args[abi][sc][slot], args, out, size, 1, NULL);
 }
 
 static int under_prefix(const char *p)
@@ -693,6 +698,34 @@ static int under_prefix(const char *p)
     return 0;
 }
 
+/* Is there a symlink on this absolute path (as the kernel would walk it,
+ * ".." included)? Such a path may lead into a mount point although it does
+ * not lie under one: Python walks it in the view. One openat2 with
+ * RESOLVE_NO_SYMLINKS (Linux 5.6+) answers; procfs is left alone (its magic
+ * links name the tracee's own files, the kernel resolves them right). */
+struct um_open_how {
+    uint64_t flags, mode, resolve;
+};
+static int openat2_state; /* 0 unknown/works, -1 absent */
+static int check_symlinks; /* set by Python when an engine walks symlinks in the view */
+
+void um_set_symlink_check(int on) { check_symlinks = on; }
+
+static int symlink_on_path(const char *raw)
+{
+    if (openat2_state < 0 || strncmp(raw, "/proc/", 6) == 0)
+        return 0;
+    struct um_open_how how = {O_PATH | O_CLOEXEC, 0, 0x04 /* RESOLVE_NO_SYMLINKS */};
+    int fd = (int)syscall(437 /* openat2 */, AT_FDCWD_, raw, &how, sizeof how);
+    if (fd >= 0) {
+        close(fd);
+        return 0;
+    }
+    if (errno == ENOSYS || errno == E2BIG)
+        openat2_state = -1;
+    return errno == ELOOP;
+}
+
 /* Does Python need to see this trapped call? */
 static int needs_python(int tid, int abi, int sc, const uint64_t *args)
 {
@@ -701,17 +734,19 @@ static int needs_python(int tid, int abi, int sc, const uint64_t *args)
         return 1;
     if (!(c & UM_CLAIM_PATH))
         return 0;
-    char buf[PATH_MAX + 1];
+    char buf[PATH_MAX + 1], raw[PATH_MAX + 1];
     for (int s = 0; s < PATH_SLOTS; s++) {
         if (path_args[abi][sc][s].path < 0)
             continue;
         /* an empty path with AT_EMPTY_PATH names an open file, not a path:
          * whoever owns that fd decides, not the prefix table */
-        int n = resolve(tid, &path_args[abi][sc][s], args, buf, sizeof buf, 0);
+        int n = resolve(tid, &path_args[abi][sc][s], args, buf, sizeof buf, 0, raw);
         if (n == -ENAMETOOLONG || n == -EFAULT || n == -ENOENT || n == -ENOTDIR || n == -EBADF)
             continue; /* the kernel gives the tracee the same errno */
         if (n < 0 || under_prefix(buf))
             return 1; /* unsure: let Python decide */
+        if (check_symlinks && nprefixes > 0 && symlink_on_path(raw))
+            return 1;
     }
     return 0;
 }

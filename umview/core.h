@@ -117,4 +117,5 @@ int um_read_string(int tid, uint64_t addr, char *buf, int size);
 int um_resolve_path(int tid, int abi, int sc, int slot, const uint64_t *args, char *out, int size);
 int um_ssi_available(void);
 int um_set_vcwd(int tid, int on);
+void um_set_symlink_check(int on);
 void um_restore_signals(void);

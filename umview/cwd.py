@@ -29,6 +29,7 @@ import os
 
 from umview import core
 from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip, under_any
+from umview.pathwalk import follows_last, walk
 
 AT_FDCWD = -100
 OPENS = frozenset({"open", "openat", "openat2", "creat"})
@@ -60,19 +61,33 @@ class CwdTracker(Engine):
     syscalls = frozenset({"chdir", "fchdir", "getcwd"})
     newest = True
     mounts_later = True
+    walks_symlinks = True
 
     def __init__(self):
+        from umview.arch import signatures
         from umview.monitor import PATH_SYSCALLS
 
         self.path_syscalls = PATH_SYSCALLS
+        self.nofollow_rule = signatures.nofollow_rule
         self.prefixes = ()
+        self.mounts = ()    # mount engines, oldest first
         self.tgid = {}      # tid -> tgid
         self.threads = {}   # tgid -> set of tids
         self.vcwd = {}      # tgid -> virtual cwd (bytes), only where it is virtual
         self.fd_paths = {}  # (tgid, fd) -> (virtual path, real path)
 
-    def set_mount_targets(self, targets):
-        self.prefixes = tuple(targets)
+    def set_mounts(self, mounts):
+        self.mounts = tuple(mounts)
+        self.prefixes = tuple(m.target for m in mounts)
+
+    def realize(self, vpath):
+        """The real path the mounts make of a virtual path (newest first, as the
+        engine chain does)."""
+        for m in reversed(self.mounts):
+            rel = m.relative(vpath)
+            if rel is not None:
+                vpath = m.real_path(rel)
+        return vpath
 
     # --- processes ---
     def _tgid(self, tid):
@@ -123,8 +138,9 @@ class CwdTracker(Engine):
             return True
         if call.path_indices and self._tgid(call.tid) in self.vcwd:
             return True
-        return call.name in OPENS and any(
-            p is not None and under_any(p, self.prefixes) for p in call.paths())
+        # a path call reaching Python with mounts present lies under a mount or
+        # has a symlink on its way (the C core checked): walk it in the view
+        return bool(self.mounts)
 
     def enter(self, call):
         g = self._tgid(call.tid)
@@ -139,6 +155,8 @@ class CwdTracker(Engine):
             return Skip(len(data))
         if vcwd is not None:
             self._absolutize(call, vcwd)
+        if self.mounts and call.path_indices:
+            self._resolve_symlinks(call)
         if call.name == "fchdir":
             return CONTINUE_AFTER
         if call.name == "chdir" or call.name in OPENS:
@@ -181,6 +199,33 @@ class CwdTracker(Engine):
             if len(joined) >= 4096:
                 raise OSError(errno.ENAMETOOLONG, "path too long")
             call.set_string(index, joined)
+
+    def _resolve_symlinks(self, call):
+        """Walk each path argument in the view (symlinks followed through the
+        mounts); rewrite it where that differs from the lexical result."""
+        for slot, index in enumerate(call.path_indices):
+            path = call.read_string(index)
+            if not path:
+                continue
+            if not path.startswith(b"/"):
+                d = call.dirfd_indices[slot]
+                where = "cwd" if d is None or _signed(call.args[d]) == AT_FDCWD else f"fd/{_signed(call.args[d])}"
+                try:
+                    base = os.fsencode(os.readlink(f"/proc/{call.tid}/{where}"))
+                except OSError:
+                    continue  # a bad dirfd: the kernel says EBADF
+                if not base.startswith(b"/"):
+                    continue  # ENOTDIR from the kernel
+                full = base + b"/" + path
+            else:
+                full = path
+            follow = follows_last(self.nofollow_rule(call.name, index), call.args)
+            resolved = walk(full, self.realize, follow)
+            if resolved != normalize(full) or (path.startswith(b"/") and resolved != path
+                                               and b"/.." in path):
+                if len(resolved) >= 4096:
+                    raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG))
+                call.set_string(index, resolved)
 
     @staticmethod
     def _virtual_path(call, slot):

@@ -81,6 +81,9 @@ class Engine:
     mounts_later = False
     #: stays the newest engine when others are added at run time
     newest = False
+    #: walks symlinks in the view: the C core then also hands it path calls
+    #: that have a symlink on their way (they may lead under a prefix)
+    walks_symlinks = False
 
     def enter(self, call):
         return CONTINUE

@@ -115,11 +115,11 @@ class Dispatcher:
         self._refresh_mount_prefixes()
 
     def _refresh_mount_prefixes(self):
-        # engines that follow the mounts (the cwd tracker) learn their targets
-        targets = tuple(e.target for e in self.engines if getattr(e, "target", None))
+        # engines that follow the mounts (the cwd tracker) learn them, oldest first
+        mounts = tuple(e for e in self.engines if getattr(e, "target", None))
         for e in self.engines:
-            if hasattr(e, "set_mount_targets"):
-                e.set_mount_targets(targets)
+            if hasattr(e, "set_mounts"):
+                e.set_mounts(mounts)
 
     # --- claims -> C tables ---
     def claims(self):
@@ -163,6 +163,7 @@ class Dispatcher:
         core.check(lib.um_prefix_clear())
         for p in sorted(prefixes):
             core.check(lib.um_prefix_add(p))
+        lib.um_set_symlink_check(int(any(e.walks_symlinks for e in self.engines)))
 
     # --- the pipeline ---
     def enter(self, call):

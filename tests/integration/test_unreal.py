@@ -90,3 +90,31 @@ def test_real_files_untouched_outside_the_view(tree):
     r = run(umview_argv("-p", "unreal", "--", "cat", f"/unreal{tree}/file"))
     assert r.stdout == b"content\n"
     assert not os.path.exists("/unreal")
+
+
+def test_real_symlink_into_the_mount_is_followed_in_the_view(tree, tmp_path):
+    link = tmp_path / "into"
+    os.symlink(f"/unreal{tree}/sub", link)
+    script = f'cat {link}/deeper/f2; cd {link}/deeper && /bin/pwd; ls {link}/../; stat -c %F {link}'
+    r = run(umview_argv("-p", "unreal", "--", "bash", "-c", script))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().split("\n") == ["two", f"/unreal{tree}/sub/deeper", "abs-link", "dangling",
+                                             "file", "rel-link", "sub", "symbolic link", ""]
+
+
+def test_symlink_loop_under_the_mount_is_eloop(tmp_path):
+    os.symlink("b", tmp_path / "a")
+    os.symlink("a", tmp_path / "b")
+    native = run(["cat", str(tmp_path / "a")])
+    viewed = run(umview_argv("-p", "unreal", "--", "cat", f"/unreal{tmp_path}/a"))
+    assert viewed.returncode == native.returncode == 1
+    assert viewed.stderr.replace(b"/unreal", b"") == native.stderr
+    assert b"Too many levels of symbolic links" in native.stderr
+
+
+def test_proc_self_and_dev_fd_stay_the_processes_own(tmp_path):
+    script = "readlink /proc/self/exe; cat /dev/stdin; ls -l /proc/self/fd/0 | sed 's/.*-> //'"
+    r = run(umview_argv("-p", "unreal", "--", "bash", "-c", script), input=b"from stdin\n")
+    lines = r.stdout.decode().split("\n")
+    assert lines[0] == "/usr/bin/readlink" and lines[1] == "from stdin"
+    assert not lines[2].startswith("/proc")

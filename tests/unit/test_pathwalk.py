@@ -1,0 +1,80 @@
+"""Symlink-aware walking in a view, on a fake file system (no ptrace)."""
+import errno
+import stat
+from types import SimpleNamespace
+
+import pytest
+
+from umview.pathwalk import follows_last, walk
+
+DIR, FILE, LINK = stat.S_IFDIR | 0o755, stat.S_IFREG | 0o644, stat.S_IFLNK | 0o777
+
+
+class FakeFS:
+    def __init__(self, entries):
+        self.entries = entries  # real path -> mode or (LINK, target)
+
+    def lstat(self, p):
+        e = self.entries.get(p)
+        if e is None:
+            raise OSError(errno.ENOENT, "no")
+        return SimpleNamespace(st_mode=e[0] if isinstance(e, tuple) else e)
+
+    def readlink(self, p):
+        return self.entries[p][1]
+
+
+def unreal(vpath):
+    if vpath == b"/unreal" or vpath.startswith(b"/unreal/"):
+        return vpath[len(b"/unreal"):] or b"/"
+    return vpath
+
+
+FS = FakeFS({
+    b"/": DIR, b"/etc": DIR, b"/etc/hostname": FILE,
+    b"/tmp": DIR, b"/tmp/into": (LINK, b"/unreal/etc"), b"/tmp/rel": (LINK, b"../etc"),
+    b"/etc/abs": (LINK, b"/etc/hostname"), b"/tmp/loop": (LINK, b"/tmp/loop"),
+    b"/tmp/file": FILE,
+})
+
+
+def w(path, follow=True):
+    return walk(path, unreal, follow, lstat=FS.lstat, readlink=FS.readlink)
+
+
+def test_symlink_into_a_mount_is_followed_in_the_view():
+    assert w(b"/tmp/into/hostname") == b"/unreal/etc/hostname"
+
+
+def test_relative_symlink_and_dotdot():
+    assert w(b"/tmp/rel/hostname") == b"/etc/hostname"
+    assert w(b"/tmp/../etc/./hostname") == b"/etc/hostname"
+
+
+def test_last_component_kept_when_not_followed():
+    assert w(b"/unreal/etc/abs", follow=False) == b"/unreal/etc/abs"
+    assert w(b"/unreal/etc/abs") == b"/etc/hostname"
+
+
+def test_trailing_slash_follows():
+    assert w(b"/tmp/into/", follow=False) == b"/unreal/etc/"
+
+
+def test_loop_gives_eloop():
+    with pytest.raises(OSError) as e:
+        w(b"/tmp/loop")
+    assert e.value.errno == errno.ELOOP
+
+
+def test_missing_or_not_a_directory_left_to_the_kernel():
+    assert w(b"/tmp/nope/../etc") == b"/tmp/nope/../etc"
+    assert w(b"/tmp/file/x") == b"/tmp/file/x"
+
+
+def test_follows_last_rules():
+    assert follows_last(None, [0] * 6)
+    assert not follows_last(("always",), [0] * 6)
+    assert not follows_last(("if_set", 3, 0x100), [0, 0, 0, 0x100, 0, 0])
+    assert follows_last(("unless_set", 4, 0x400), [0, 0, 0, 0, 0x400, 0])
+    assert not follows_last(("oflags", 1), [0, 0o100 | 0o200, 0, 0, 0, 0])
+    assert not follows_last(("oflags", 1), [0, 0o400000, 0, 0, 0, 0])

@@ -1,0 +1,98 @@
+"""Symlink-aware resolution of a path in a view.
+
+The C core matches paths lexically. That is exact unless a symlink is on the
+way: a real symlink pointing into a mount point (``/tmp/l -> /unreal/etc``), or
+a symlink inside a mounted directory whose absolute target must be read in the
+view, not in the real file system. For those calls the path is walked here
+component by component, as the kernel walks it, but in the view: each prefix is
+looked up through the mounts (``realize``), ``..`` is applied to the virtual
+path, and symlinks are followed with the kernel's limit of 40.
+
+The result is an absolute virtual path with no symlink in it (but the last
+component when the call does not follow it), which the mounts then rewrite
+lexically and the kernel resolves without surprise.
+"""
+import errno
+import os
+import stat
+
+MAXSYMLINKS = 40
+
+
+def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink):
+    """Resolve absolute ``path`` (bytes) in the view.
+
+    ``realize(vpath)`` gives the real path the kernel would use for a virtual
+    path. Returns the resolved virtual path. Raises OSError(ELOOP) after 40
+    symlinks. A component that does not exist or is not a directory ends the
+    walk: the rest is appended as is, and the kernel gives the errno.
+    """
+    if not path.startswith(b"/"):
+        raise ValueError("walk wants an absolute path")
+    todo = [c for c in path.split(b"/") if c]
+    trailing_slash = path.endswith(b"/") and len(path) > 1
+    if trailing_slash:
+        follow_last = True  # "link/" always means the directory the link names
+    done = []
+    links = 0
+    while todo:
+        comp = todo.pop(0)
+        if comp == b".":
+            continue
+        if comp == b"..":
+            if done:
+                done.pop()
+            continue
+        if done == [b"proc"]:
+            # procfs: /proc/self and the magic links name the tracee's own
+            # files; the monitor must not follow them in its own context
+            done.append(comp)
+            done.extend(todo)
+            break
+        cand = b"/" + b"/".join(done + [comp])
+        last = not todo
+        try:
+            st = lstat(realize(cand))
+        except OSError:
+            done.append(comp)
+            done.extend(todo)  # the kernel will say what is missing
+            break
+        if stat.S_ISLNK(st.st_mode) and (not last or follow_last):
+            links += 1
+            if links > MAXSYMLINKS:
+                raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))
+            target = readlink(realize(cand))
+            if isinstance(target, str):
+                target = os.fsencode(target)
+            if target.startswith(b"/"):
+                done = []
+            todo = [c for c in target.split(b"/") if c] + todo
+            continue
+        if not last and not stat.S_ISDIR(st.st_mode):
+            done.append(comp)
+            done.extend(todo)  # ENOTDIR: the kernel will say so
+            break
+        done.append(comp)
+    result = b"/" + b"/".join(done)
+    if trailing_slash and result != b"/":
+        result += b"/"
+    return result
+
+
+def follows_last(rule, args):
+    """Does a call with this NOFOLLOW rule (umview.arch.signatures) follow a
+    symlink in the last component, given its arguments?"""
+    if rule is None:
+        return True
+    kind = rule[0]
+    if kind == "always":
+        return False
+    if kind == "if_set":
+        return not args[rule[1]] & rule[2]
+    if kind == "unless_set":
+        return bool(args[rule[1]] & rule[2])
+    if kind == "oflags":
+        flags = args[rule[1]]
+        o_creat, o_excl, o_nofollow = 0o100, 0o200, 0o400000
+        return not (flags & o_nofollow or (flags & o_creat and flags & o_excl))
+    return True  # open_how: read by the caller; follow unless it says otherwise
