@@ -159,6 +159,9 @@ class CwdTracker(Engine):
             self._resolve_symlinks(call)
         if call.name == "fchdir":
             return CONTINUE_AFTER
+        if call.name in OPENS and not any(p is not None and under_any(p, self.prefixes)
+                                          for p in call.paths()):
+            return CONTINUE  # not through a mount: nothing to remember about the fd
         if call.name == "chdir" or call.name in OPENS:
             # the path as named here, and made absolute: at exit, a different
             # string in the argument means a mount redirected it
@@ -220,9 +223,9 @@ class CwdTracker(Engine):
             else:
                 full = path
             follow = follows_last(self.nofollow_rule(call.name, index), call.args)
-            resolved = walk(full, self.realize, follow)
-            if resolved != normalize(full) or (path.startswith(b"/") and resolved != path
-                                               and b"/.." in path):
+            resolved, crossed = walk(full, self.realize, follow)
+            # no mount on the way: the kernel resolves the original path the same way
+            if crossed and resolved != path:
                 if len(resolved) >= 4096:
                     raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG))
                 call.set_string(index, resolved)

@@ -23,9 +23,11 @@ def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink):
     """Resolve absolute ``path`` (bytes) in the view.
 
     ``realize(vpath)`` gives the real path the kernel would use for a virtual
-    path. Returns the resolved virtual path. Raises OSError(ELOOP) after 40
-    symlinks. A component that does not exist or is not a directory ends the
-    walk: the rest is appended as is, and the kernel gives the errno.
+    path. Returns (resolved virtual path, whether the walk went through a
+    mount: if not, the kernel resolves the original path the same way).
+    Raises OSError(ELOOP) after 40 symlinks. A component that does not exist
+    or is not a directory ends the walk: the rest is appended as is, and the
+    kernel gives the errno.
     """
     if not path.startswith(b"/"):
         raise ValueError("walk wants an absolute path")
@@ -35,6 +37,7 @@ def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink):
         follow_last = True  # "link/" always means the directory the link names
     done = []
     links = 0
+    crossed = False
     while todo:
         comp = todo.pop(0)
         if comp == b".":
@@ -51,8 +54,10 @@ def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink):
             break
         cand = b"/" + b"/".join(done + [comp])
         last = not todo
+        real = realize(cand)
+        crossed = crossed or real != cand
         try:
-            st = lstat(realize(cand))
+            st = lstat(real)
         except OSError:
             done.append(comp)
             done.extend(todo)  # the kernel will say what is missing
@@ -61,7 +66,7 @@ def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink):
             links += 1
             if links > MAXSYMLINKS:
                 raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))
-            target = readlink(realize(cand))
+            target = readlink(real)
             if isinstance(target, str):
                 target = os.fsencode(target)
             if target.startswith(b"/"):
@@ -76,7 +81,7 @@ def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink):
     result = b"/" + b"/".join(done)
     if trailing_slash and result != b"/":
         result += b"/"
-    return result
+    return result, crossed
 
 
 def follows_last(rule, args):

@@ -39,7 +39,12 @@ FS = FakeFS({
 
 
 def w(path, follow=True):
-    return walk(path, unreal, follow, lstat=FS.lstat, readlink=FS.readlink)
+    return walk(path, unreal, follow, lstat=FS.lstat, readlink=FS.readlink)[0]
+
+
+def test_walk_says_whether_it_went_through_a_mount():
+    assert walk(b"/tmp/into/hostname", unreal, lstat=FS.lstat, readlink=FS.readlink)[1]
+    assert not walk(b"/tmp/rel/hostname", unreal, lstat=FS.lstat, readlink=FS.readlink)[1]
 
 
 def test_symlink_into_a_mount_is_followed_in_the_view():
