@@ -18,6 +18,9 @@ Configurations:
   umview-null  umview with bench/null_path_engine.py:NullPathEngine, which
                claims every path syscall and virtualizes none: the cost of
                the C fast path (one seccomp stop per path call, no Python)
+  umview-unreal  umview -p unreal: a path module loaded, the workload's paths
+               outside its mount (fast path, plus the symlink check, plus
+               Python for paths that go through a symlink)
   proot        Debian's proot, rootfs /, no options
   strace       strace -f -o /dev/null
 
@@ -43,7 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 NULL_ENGINE = os.path.join(HERE, "null_path_engine.py") + ":NullPathEngine"
 
-ALL_CONFIGS = ("native", "umview", "umview-null", "proot", "strace")
+ALL_CONFIGS = ("native", "umview", "umview-null", "umview-unreal", "proot", "strace")
 ALL_WORKLOADS = ("true", "make", "find", "git", "pyimport", "pytest")
 
 PY_IMPORTS = "import email, json, http.client, asyncio, decimal, xml.dom.minidom, argparse, logging, unittest"
@@ -273,7 +276,7 @@ def build_configs(args):
     for name in wanted:
         if name == "native":
             configs.append(Config("native", [], None))
-        elif name in ("umview", "umview-null"):
+        elif name in ("umview", "umview-null", "umview-unreal"):
             if not umview:
                 notes.append(f"{name}: skipped, no umview found (build the venv or pass --umview)")
                 continue
@@ -286,6 +289,8 @@ def build_configs(args):
                         p += ["--spin", str(spin)]
                     if name == "umview-null":
                         p += ["--engine", NULL_ENGINE]
+                    elif name == "umview-unreal":
+                        p += ["-p", "unreal"]
                     return p + ["--"]
 
                 configs.append(Config(label, prefix, umview, spin))

@@ -950,6 +950,20 @@ static void finish_reply(struct um_event *ev)
     ev->kind = UM_EV_DONE;
 }
 
+/* A process event for Python (fork, exec, exit). */
+static int process_event(struct um_event *ev, int kind, pid_t tid, long msg, int flags, int status)
+{
+    memset(ev, 0, sizeof *ev);
+    ev->kind = kind;
+    ev->tid = tid;
+    ev->msg = msg;
+    ev->flags = flags;
+    ev->status = status;
+    ev->sc = -1;
+    stats.python_events++;
+    return kind;
+}
+
 static int fill_syscall(struct um_event *ev, pid_t tid, const struct um_sci *si, int kind)
 {
     ev->kind = kind;
@@ -991,15 +1005,8 @@ int um_next(struct um_event *ev)
             if (*tf(tid) & TF_SEEN)
                 ntracees--;
             *tf(tid) = 0;
-            if (event_mask & UM_WANT_EXIT) {
-                memset(ev, 0, sizeof *ev);
-                ev->kind = UM_EV_EXIT;
-                ev->tid = tid;
-                ev->status = status;
-                ev->sc = -1;
-                stats.python_events++;
-                return UM_EV_EXIT;
-            }
+            if (event_mask & UM_WANT_EXIT)
+                return process_event(ev, UM_EV_EXIT, tid, 0, 0, status);
             continue;
         }
         if (!WIFSTOPPED(status))
@@ -1087,18 +1094,12 @@ int um_next(struct um_event *ev)
                         held_release = child;
                     }
                 }
-                if (event_mask & UM_WANT_FORK) {
-                    memset(ev, 0, sizeof *ev);
-                    ev->kind = UM_EV_FORK;
-                    ev->tid = tid;
-                    ev->msg = (long)msg;
-                    ev->sc = -1;
-                    ev->flags = (event == PTRACE_EVENT_CLONE ? UM_FORK_THREAD
-                                 : event == PTRACE_EVENT_VFORK ? UM_FORK_VFORK : 0) |
-                                (held_release ? UM_FORK_HELD : 0);
-                    stats.python_events++;
-                    return UM_EV_FORK;
-                }
+                if (event_mask & UM_WANT_FORK)
+                    return process_event(ev, UM_EV_FORK, tid, (long)msg,
+                                         (event == PTRACE_EVENT_CLONE ? UM_FORK_THREAD
+                                          : event == PTRACE_EVENT_VFORK ? UM_FORK_VFORK : 0) |
+                                             (held_release ? UM_FORK_HELD : 0),
+                                         0);
                 if (held_release)
                     resume(held_release, PTRACE_CONT, 0);
             } else if (event == PTRACE_EVENT_EXEC) {
@@ -1112,15 +1113,8 @@ int um_next(struct um_event *ev)
                 }
                 if (*tf(tid) & TF_EXIT_WANTED)
                     *tf(tid) |= TF_EXECED;
-                if (event_mask & UM_WANT_EXEC) {
-                    memset(ev, 0, sizeof *ev);
-                    ev->kind = UM_EV_EXEC;
-                    ev->tid = tid;
-                    ev->msg = (long)msg;
-                    ev->sc = -1;
-                    stats.python_events++;
-                    return UM_EV_EXEC;
-                }
+                if (event_mask & UM_WANT_EXEC)
+                    return process_event(ev, UM_EV_EXEC, tid, (long)msg, 0, 0);
             } else if (event == PTRACE_EVENT_STOP) {
                 /* the first stop of a new tracee, or after PTRACE_INTERRUPT. A
                  * child whose parent's fork event is not in yet waits for it,
