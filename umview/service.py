@@ -12,8 +12,13 @@ stops. It implements ``real_path(rel)``; ``RedirectMount`` is the engine that
 rewrites every path argument under the mount point.
 """
 import errno
+import os
+import struct
 
 from umview.engine import CONTINUE, Engine
+
+AF_UNIX = 1
+SUN_PATH_MAX = 108  # sizeof(sockaddr_un.sun_path)
 
 
 class Module:
@@ -62,6 +67,14 @@ class RedirectMount(Engine):
         self.real_path = real_path
         self.name = name
         self.path_syscalls = frozenset(PATH_SYSCALLS if path_syscalls is None else path_syscalls)
+        # AF_UNIX socket paths: the address is a struct, not a path argument,
+        # so the filter traps every bind/connect and the engine looks inside
+        self.syscalls = frozenset({"bind", "connect"})
+
+    def wants(self, call):
+        if call.name in self.syscalls:
+            return self._socket_path(call) is not None
+        return super().wants(call)
 
     def relative(self, path):
         """The part of an absolute path below the mount point, or None."""
@@ -74,7 +87,27 @@ class RedirectMount(Engine):
             return path[len(t) + 1:]
         return None
 
+    def literal_relative(self, raw):
+        """For an absolute path as written (b"/mnt/a/../b/"), the part below the
+        mount point as written, when its ".." never climb above the mount
+        point; else None. Keeping it literal keeps what the kernel checks on
+        the way: a trailing slash, a missing directory before "..". """
+        rel = self.relative(raw)
+        if rel is None:
+            return None
+        depth = 0
+        for comp in rel.split(b"/"):
+            if comp == b"..":
+                depth -= 1
+                if depth < 0:
+                    return None
+            elif comp not in (b"", b"."):
+                depth += 1
+        return rel
+
     def enter(self, call):
+        if call.name in self.syscalls:
+            return self._redirect_socket(call)
         rewrites = []
         for slot, path in enumerate(call.paths()):
             if path is None:
@@ -83,13 +116,55 @@ class RedirectMount(Engine):
             if rel is None:
                 continue
             index = call.path_indices[slot]
-            if call.read_string(index) == b"":
+            raw = call.read_string(index)
+            if raw == b"":
                 continue  # AT_EMPTY_PATH: the call acts on its dirfd
+            literal = self.literal_relative(raw) if raw.startswith(b"/") else None
+            if literal is not None:
+                rel = literal
+            elif raw.endswith(b"/"):
+                rel += b"/"
             rewrites.append((index, self.real_path(rel)))
         for index, real in rewrites:
             if len(real) >= 4096:
                 raise OSError(errno.ENAMETOOLONG, "path too long once redirected")
             call.set_string(index, real)
+        return CONTINUE
+
+    @staticmethod
+    def _sockaddr(call):
+        addr, length = call.args[1], call.args[2]
+        if not addr or length <= 2 or length > 2 + SUN_PATH_MAX:
+            return None
+        data = call.read_mem(addr, length)
+        if struct.unpack_from("H", data)[0] != AF_UNIX or data[2] == 0:
+            return None  # not AF_UNIX, or an abstract address
+        return data[2:].split(b"\0", 1)[0]
+
+    def _socket_path(self, call):
+        """The absolute path of an AF_UNIX bind/connect under this mount, or None."""
+        try:
+            path = self._sockaddr(call)
+        except OSError:
+            return None  # a bad pointer: the kernel says EFAULT
+        if path is None:
+            return None
+        if not path.startswith(b"/"):
+            try:
+                path = os.fsencode(os.readlink(f"/proc/{call.tid}/cwd")) + b"/" + path
+            except OSError:
+                return None
+        return path if self.relative(os.path.normpath(path)) is not None else None
+
+    def _redirect_socket(self, call):
+        path = os.path.normpath(self._socket_path(call))
+        real = self.real_path(self.relative(path))
+        if len(real) >= SUN_PATH_MAX:
+            raise OSError(errno.ENAMETOOLONG, "socket path too long once redirected")
+        addr = struct.pack("H", AF_UNIX) + real + b"\0"
+        where = call.alloc(len(addr))
+        call.write_mem(where, addr)
+        call.args[1], call.args[2] = where, len(addr)
         return CONTINUE
 
 

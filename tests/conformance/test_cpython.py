@@ -25,15 +25,19 @@ RUN_TIMEOUT = 400  # seconds for one run of all files
 FILE_TIMEOUT = 240  # regrtest dumps the tracebacks and stops past this, per file
 
 
-def regrtest(prefix, workdir):
+def regrtest(prefix, workdir, seen_as=None):
     """Run the regression tests (serially, one process) under `prefix`;
-    (exit code, {test case: "passed" | "skipped" | "failed"}, log)."""
-    workdir.mkdir()
+    (exit code, {test case: "passed" | "skipped" | "failed"}, log). With
+    seen_as, the tests work in the directory the view shows at that path
+    (their cwd and TMPDIR), which is workdir for real."""
+    workdir.mkdir(exist_ok=True)
     xml = workdir / "results.xml"
-    argv = [*prefix, sys.executable, "-m", "test", "--timeout", str(FILE_TIMEOUT),
-            "--junit-xml", str(xml), *TESTS]
-    env = dict(os.environ, TMPDIR=str(workdir))
-    proc = subprocess.Popen(argv, cwd=workdir, env=env, stdout=subprocess.PIPE,
+    inside = str(seen_as or workdir)
+    argv = [*prefix, "bash", "-c", 'cd "$1" && shift && exec "$@"', "regrtest", inside,
+            sys.executable, "-m", "test", "--timeout", str(FILE_TIMEOUT),
+            "--junit-xml", os.path.join(inside, "results.xml"), *TESTS]
+    env = dict(os.environ, TMPDIR=inside)
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
     try:
         log, _ = proc.communicate(timeout=RUN_TIMEOUT)
@@ -75,11 +79,23 @@ def native(tmp_path_factory):
     return regrtest([], tmp_path_factory.mktemp("cpython") / "native")
 
 
-@pytest.mark.parametrize("engine", ["no-engine", "PassPathsEverywhere"])
+@pytest.mark.parametrize("engine", ["no-engine", "PassPathsEverywhere", "unreal", "viewfs"])
 def test_cpython_regression_tests_pass_under_umview_as_natively(native, engine, tmp_path):
+    """no-engine, PassPathsEverywhere: the tests in a real directory. unreal,
+    viewfs: the tests working (cwd, TMPDIR) inside a path module's mount."""
     native_rc, native_results, native_log = native
-    opts = [] if engine == "no-engine" else engine_opts(engine)
-    rc, results, log = regrtest(umview_argv(*opts, "--"), tmp_path / "umview")
+    workdir, seen_as = tmp_path / "umview", None
+    if engine == "no-engine":
+        opts = []
+    elif engine == "unreal":
+        opts, seen_as = ["-p", "unreal"], f"/unreal{workdir}"
+    elif engine == "viewfs":
+        workdir.mkdir()
+        (tmp_path / "mnt").mkdir()
+        opts, seen_as = ["-p", f"viewfs,mount={workdir}:{tmp_path / 'mnt'}"], tmp_path / "mnt"
+    else:
+        opts = engine_opts(engine)
+    rc, results, log = regrtest(umview_argv(*opts, "--"), workdir, seen_as)
 
     assert len(native_results) > 1000, native_log[-3000:]
     missing = sorted(set(native_results) - set(results))

@@ -118,3 +118,26 @@ def test_proc_self_and_dev_fd_stay_the_processes_own(tmp_path):
     lines = r.stdout.decode().split("\n")
     assert lines[0] == "/usr/bin/readlink" and lines[1] == "from stdin"
     assert not lines[2].startswith("/proc")
+
+
+def test_unix_socket_bound_under_the_mount_is_real(tmp_path):
+    script = ("import socket, stat, os, sys; p = sys.argv[1]; s = socket.socket(socket.AF_UNIX); s.bind(p);"
+              " s.listen(); c = socket.socket(socket.AF_UNIX); c.connect(p);"
+              " print(stat.S_ISSOCK(os.stat(p).st_mode))")
+    r = run(umview_argv("-p", "unreal", "--", sys.executable, "-c", script, f"/unreal{tmp_path}/sock"))
+    assert r.stdout == b"True\n", r.stderr
+    assert (tmp_path / "sock").is_socket()
+
+
+def test_trailing_slash_and_missing_dir_before_dotdot_as_natively(tmp_path):
+    script = ("import os, sys; d = sys.argv[1]\n"
+              "for f in (lambda: open(d + '/nodir/', 'wb'), lambda: os.stat(d + '/nodir/../'),"
+              " lambda: os.mkdir(d + '/new/'), lambda: os.stat(d + '/new/')):\n"
+              "    try: f(); print('ok')\n"
+              "    except OSError as e: print(e.errno)")
+    native = run([sys.executable, "-c", script, str(tmp_path / "n")], cwd=tmp_path)
+    (tmp_path / "n").mkdir()
+    (tmp_path / "v").mkdir()
+    native = run([sys.executable, "-c", script, str(tmp_path / "n")])
+    viewed = run(umview_argv("-p", "unreal", "--", sys.executable, "-c", script, f"/unreal{tmp_path}/v"))
+    assert viewed.stdout == native.stdout, viewed.stderr
