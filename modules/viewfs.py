@@ -8,7 +8,8 @@
     umview -p viewfs,mount=/home/me/project:/srv/app make -C /srv/app
 
 The mode is given with -o: ``move`` (the default: TARGET shows SOURCE and
-nothing of what was there). ``merge``, ``cow`` and ``mincow`` are not
+nothing of what was there). ``-o except=P1:P2`` keeps those subpaths of
+TARGET real (absolute, or relative to TARGET). ``merge``, ``cow`` and ``mincow`` are not
 implemented yet: mount(2) fails with EINVAL and a log line says so.
 
 Each mount is a RedirectMount engine registered when mount(2) succeeds, with
@@ -34,10 +35,11 @@ def _target_bytes(target):
 
 
 class ViewfsMount(RedirectMount):
-    def __init__(self, source, target, mode):
+    def __init__(self, source, target, mode, exceptions=()):
         self.source = source.rstrip(b"/") or b"/"
         self.mode = mode
-        super().__init__(target, self._real, name=f"viewfs {target.decode(errors='replace')}")
+        super().__init__(target, self._real, name=f"viewfs {target.decode(errors='replace')}",
+                         exceptions=exceptions)
 
     def _real(self, rel):
         if not rel:
@@ -109,7 +111,7 @@ class Viewfs(Module):
     def engines(self):
         return [self.control, *self.initial]
 
-    def _make(self, source, target, mode, at_start=False):
+    def _make(self, source, target, mode, at_start=False, exceptions=()):
         if mode not in MODES:
             raise (ValueError(f"module viewfs: unknown mode {mode!r}") if at_start
                    else OSError(errno.EINVAL, f"unknown viewfs mode {mode!r}"))
@@ -124,7 +126,7 @@ class Viewfs(Module):
             if at_start:
                 raise ValueError(f"module viewfs: source {os.fsdecode(source)}: {os.strerror(err)}")
             raise OSError(err, "source")
-        m = ViewfsMount(source, target, mode)
+        m = ViewfsMount(source, target, mode, exceptions)
         self.mounts.append(m)
         return m
 
@@ -132,8 +134,21 @@ class Viewfs(Module):
         """mount(2) of type viewfs, from a process of the view."""
         if target is None:
             raise OSError(errno.ENOENT, "target")
-        modes = [o for o in data.split(",") if o in MODES]
-        unknown = [o for o in data.split(",") if o and o not in MODES and o not in ("rw", "defaults")]
+        opts = [o for o in data.split(",") if o]
+        modes = [o for o in opts if o in MODES]
+        exceptions = []
+        for o in opts:
+            if o.startswith("except="):
+                for e in filter(None, o[len("except="):].split(":")):
+                    e = os.fsencode(e)
+                    full = os.path.normpath(e if e.startswith(b"/") else target + b"/" + e)
+                    if not (full + b"/").startswith(target.rstrip(b"/") + b"/"):
+                        log.warning("viewfs: except=%s is not under %s: mount refused with EINVAL",
+                                    os.fsdecode(e), os.fsdecode(target))
+                        raise OSError(errno.EINVAL, "except")
+                    exceptions.append(full)
+        unknown = [o for o in opts if o not in MODES and o not in ("rw", "defaults")
+                   and not o.startswith("except=")]
         if unknown:
             log.warning("viewfs: unknown mount option(s) %s: mount refused with EINVAL", ",".join(unknown))
             raise OSError(errno.EINVAL, "options")
@@ -143,7 +158,7 @@ class Viewfs(Module):
         if not os.path.isdir(self.real_path(target)):
             # as mount(2): the mount point must be an existing directory
             raise OSError(errno.ENOTDIR if os.path.exists(self.real_path(target)) else errno.ENOENT, "target")
-        m = self._make(source, target, modes[-1] if modes else "move")
+        m = self._make(source, target, modes[-1] if modes else "move", exceptions=exceptions)
         self.view.add_engine(m)
 
     def real_path(self, path):

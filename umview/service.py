@@ -56,7 +56,7 @@ class RedirectMount(Engine):
     is left alone.
     """
 
-    def __init__(self, target, real_path, name="mount", path_syscalls=None):
+    def __init__(self, target, real_path, name="mount", path_syscalls=None, exceptions=()):
         from umview.monitor import PATH_SYSCALLS
 
         target = target.encode() if isinstance(target, str) else target
@@ -64,6 +64,8 @@ class RedirectMount(Engine):
             raise ValueError(f"mount point {target!r} is not an absolute path")
         self.target = target.rstrip(b"/") or b"/"
         self.prefixes = (self.target,)
+        # subpaths that stay real (viewfs except=): absolute, normalized
+        self.exceptions = tuple(e.rstrip(b"/") for e in exceptions)
         self.real_path = real_path
         self.name = name
         self.path_syscalls = frozenset(PATH_SYSCALLS if path_syscalls is None else path_syscalls)
@@ -77,7 +79,11 @@ class RedirectMount(Engine):
         return super().wants(call)
 
     def relative(self, path):
-        """The part of an absolute path below the mount point, or None."""
+        """The part of an absolute path below the mount point, or None (not
+        under it, or under one of its exceptions)."""
+        for e in self.exceptions:
+            if path == e or path.startswith(e + b"/"):
+                return None
         t = self.target
         if t == b"/":
             return path.lstrip(b"/")

@@ -94,3 +94,15 @@ def test_vumount_outside_a_view_says_so(dirs):
     r = run([VUMOUNT, "-t", "viewfs", str(src), str(target)])
     assert r.returncode != 0
     assert b"umview view" in r.stderr
+
+
+def test_except_keeps_subpaths_real(dirs, tmp_path):
+    src, target = dirs
+    (target / "keep").mkdir()
+    (target / "keep" / "k").write_text("real keep\n")
+    (src / "keep").mkdir()
+    (src / "keep" / "k").write_text("source keep\n")
+    r = in_view(f'"$VUMOUNT" -t viewfs -o except=keep {src} {target} && cat {target}/keep/k {target}/sub/f;'
+                f' "$VUUMOUNT" {target}; "$VUMOUNT" -t viewfs -o except=/elsewhere {src} {target}; echo $?',
+                tmp_path)
+    assert r.stdout == b"real keep\nfrom the project\n32\n", r.stderr
