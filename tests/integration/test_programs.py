@@ -23,12 +23,17 @@ from conftest import LYING_ENGINE, lying_env, need, run, umview_argv
 PY = sys.executable
 
 
-@pytest.fixture(params=["no-engine", "lying-engine"])
+@pytest.fixture(params=["no-engine", "lying-engine", "unreal-cwd"])
 def viewer(request, tmp_path):
-    """How umview is run: (umview options, environment for both runs)."""
+    """How umview is run: (umview options, environment for both runs, prefix
+    under which the umview run sees its working directory)."""
     if request.param == "no-engine":
-        return [], dict(os.environ)
-    return ["--engine", LYING_ENGINE], lying_env(tmp_path / "lying-scratch")
+        return [], dict(os.environ), ""
+    if request.param == "unreal-cwd":
+        # the program works in /unreal/<its directory>: every path it uses
+        # goes through the unreal module and the virtual cwd
+        return ["-p", "unreal"], dict(os.environ), "/unreal"
+    return ["--engine", LYING_ENGINE], lying_env(tmp_path / "lying-scratch"), ""
 
 
 def snapshot(root, exclude=()):
@@ -59,10 +64,11 @@ def differential(tmp_path, viewer, argv, setup=None, timeout=120, exclude=()):
     """Run argv natively, then under umview, each in a fresh copy of the same
     working directory (same absolute path, so outputs may name it); compare
     stdout, stderr, exit status and the trees left behind."""
-    opts, env = viewer
+    opts, env, seen = viewer
     work = tmp_path / "work"
     results = []
-    for name, prefix in (("native", []), ("umview", umview_argv(*opts, "--"))):
+    inside = ["bash", "-c", 'cd "$1" && shift && exec "$@"', "cd", f"{seen}{work}"] if seen else []
+    for name, prefix in (("native", []), ("umview", umview_argv(*opts, "--") + inside)):
         work.mkdir()
         if setup:
             setup(work)
@@ -70,8 +76,13 @@ def differential(tmp_path, viewer, argv, setup=None, timeout=120, exclude=()):
         results.append((r, snapshot(work, exclude)))
         work.rename(tmp_path / name)
     (native, native_tree), (viewed, viewed_tree) = results
-    assert viewed.stderr.decode(errors="replace") == native.stderr.decode(errors="replace")
-    assert viewed.stdout.decode(errors="replace") == native.stdout.decode(errors="replace")
+
+    def text(b):
+        t = b.decode(errors="replace")
+        return t.replace(f"{seen}{work}", str(work)) if seen else t
+
+    assert text(viewed.stderr) == text(native.stderr)
+    assert text(viewed.stdout) == text(native.stdout)
     assert viewed.returncode == native.returncode
     assert viewed_tree == native_tree
     return native
@@ -183,12 +194,12 @@ git ls-files -s
 
 def test_git_init_add_commit_log_and_status_as_natively(tmp_path, viewer):
     need("git")
-    opts, env = viewer
+    opts, env, seen = viewer
     env = dict(env, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, HOME=str(tmp_path),
                GIT_AUTHOR_NAME="Tester", GIT_AUTHOR_EMAIL="t@example.org",
                GIT_COMMITTER_NAME="Tester", GIT_COMMITTER_EMAIL="t@example.org",
                GIT_AUTHOR_DATE="2024-01-01T00:00:00Z", GIT_COMMITTER_DATE="2024-01-01T00:00:00Z")
-    native = differential(tmp_path, (opts, env),
+    native = differential(tmp_path, (opts, env, seen),
                           ["bash", "-c", GIT_SCRIPT],
                           # the index records inode numbers and times: compare git's view of it
                           exclude=("repo",))
@@ -375,7 +386,7 @@ def test_umview_dies_of_the_signal_that_killed_the_command(tmp_path, viewer, sig
 
 
 def test_shell_reports_128_plus_signal_for_a_killed_umview(tmp_path, viewer):
-    opts, env = viewer
+    opts, env, _ = viewer
     command = f"{PY} -c \"{FATAL.format('SIGTERM')}\"; echo status=$?"
     native = run(["bash", "-c", command], cwd=tmp_path, env=env)
     viewed = run(["bash", "-c", " ".join(umview_argv(*opts, "--")) + " " + command], cwd=tmp_path, env=env)
