@@ -20,10 +20,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -39,6 +42,12 @@
 #define PTRACE_GET_SYSCALL_INFO 0x420e
 #endif
 #define UM_PTRACE_SET_SYSCALL_INFO 0x4212
+#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
+#define SECCOMP_IOCTL_NOTIF_SET_FLAGS _IOW('!', 4, uint64_t) /* Linux 6.6 */
+#endif
+#define UM_NOTIF_SYNC_WAKE_UP 1 /* SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP */
+#define SYS_pidfd_open_ 434
+#define SYS_pidfd_getfd_ 438
 #define SI_ENTRY 1
 #define SI_EXIT 2
 #define SI_SECCOMP 3
@@ -103,7 +112,11 @@ static struct um_stats stats;
 #define TF_VCWD 8      /* its cwd is virtual: relative paths need Python */
 #define TF_ANNOUNCED 16 /* its parent's fork/clone event was seen (or it is the first) */
 #define TF_HELD 32     /* new tracee kept stopped until its parent's event is seen */
-static unsigned char *tflags;
+#define TF_REDIRECT 64 /* a notification needs Python: interrupted, its restart is awaited */
+#define TF_AWAIT_ENTRY 128 /* resumed with PTRACE_SYSCALL for the restarted call's entry stop */
+#define TF_PASS 256    /* handled at its entry stop: let its coming notification through */
+typedef uint16_t tflag_t;
+static tflag_t *tflags;
 static long pid_max = 4194304;
 
 static pid_t first_pid;
@@ -116,9 +129,9 @@ static struct um_sci cur_sci;
 
 int um_core_version(void) { return UM_CORE_VERSION; }
 
-static unsigned char *tf(pid_t tid)
+static tflag_t *tf(pid_t tid)
 {
-    static unsigned char dummy;
+    static tflag_t dummy;
     if (tid <= 0 || tid > pid_max) {
         dummy = 0;
         return &dummy;
@@ -135,7 +148,7 @@ int um_init(void)
                 pid_max = 4194304;
             fclose(f);
         }
-        tflags = calloc((size_t)pid_max + 1, 1);
+        tflags = calloc((size_t)pid_max + 1, sizeof *tflags);
         if (!tflags)
             return -ENOMEM;
     }
@@ -239,13 +252,15 @@ int um_filter_clear(void)
     return 0;
 }
 
-int um_filter_trap_nr(int abi, long nr)
+int um_filter_trap_nr(int abi, long nr, int how)
 {
     if (abi == UM_ABI_X32)
         nr &= ~X32_BIT;
-    if (abi < 0 || abi >= UM_NABI || nr < 0 || nr >= MAX_NR)
+    if (abi < 0 || abi >= UM_NABI || nr < 0 || nr >= MAX_NR || (how != UM_TRAP_TRACE && how != UM_TRAP_NOTIF))
         return -EINVAL;
-    trap[abi][nr] = 1;
+    /* a call both classes want is traced: ptrace can do all a notification can */
+    if (trap[abi][nr] != UM_TRAP_TRACE)
+        trap[abi][nr] = (unsigned char)how;
     return 0;
 }
 
@@ -272,15 +287,18 @@ static void emit(struct bpf_buf *b, struct sock_filter s)
     b->f[b->n++] = s;
 }
 
-/* Emit a binary search over the sorted numbers nrs[lo..hi): RET_TRACE on a
- * match, RET_ALLOW otherwise. The accumulator holds the number. Long jumps
- * use BPF_JA (32-bit offset) so any table size fits. */
-static void emit_search(struct bpf_buf *b, const long *nrs, int lo, int hi, uint32_t bias)
+/* Emit a binary search over the sorted numbers nrs[lo..hi): on a match,
+ * RET_TRACE or RET_USER_NOTIF as the number's trap class says, RET_ALLOW
+ * otherwise. The accumulator holds the number. Long jumps use BPF_JA (32-bit
+ * offset) so any table size fits. */
+static void emit_search(struct bpf_buf *b, const long *nrs, const unsigned char *how, int lo, int hi,
+                        uint32_t bias)
 {
     if (hi - lo <= 4) {
         for (int i = lo; i < hi; i++) {
+            uint32_t ret = how[nrs[i]] == UM_TRAP_NOTIF ? SECCOMP_RET_USER_NOTIF : SECCOMP_RET_TRACE;
             emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nrs[i] | bias, 0, 1));
-            emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE));
+            emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, ret));
         }
         emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
         return;
@@ -290,10 +308,10 @@ static void emit_search(struct bpf_buf *b, const long *nrs, int lo, int hi, uint
     emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, (uint32_t)nrs[mid] | bias, 0, 1));
     int ja = b->n;
     emit(b, (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, 0));
-    emit_search(b, nrs, lo, mid, bias);
+    emit_search(b, nrs, how, lo, mid, bias);
     if (!b->overflow)
         b->f[ja].k = (uint32_t)(b->n - ja - 1);
-    emit_search(b, nrs, mid, hi, bias);
+    emit_search(b, nrs, how, mid, hi, bias);
 }
 
 static int collect(int abi, long *out)
@@ -327,36 +345,51 @@ static int build_filter(struct bpf_buf *b)
     int jx32 = b->n;
     emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, (uint32_t)X32_BIT, 0, 1));
     emit(b, (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, 0)); /* -> LX32 */
-    emit_search(b, nrs, 0, collect(UM_ABI_X86_64, nrs), 0);
+    emit_search(b, nrs, trap[UM_ABI_X86_64], 0, collect(UM_ABI_X86_64, nrs), 0);
 
     int lx32 = b->n;
     b->f[jx32 + 1].k = (uint32_t)(lx32 - (jx32 + 1) - 1);
-    emit_search(b, nrs, 0, collect(UM_ABI_X32, nrs), (uint32_t)X32_BIT);
+    emit_search(b, nrs, trap[UM_ABI_X32], 0, collect(UM_ABI_X32, nrs), (uint32_t)X32_BIT);
 
     int l32 = b->n;
     b->f[j32 + 1].k = (uint32_t)(l32 - (j32 + 1) - 1);
     emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
-    emit_search(b, nrs, 0, collect(UM_ABI_I386, nrs), 0);
+    emit_search(b, nrs, trap[UM_ABI_I386], 0, collect(UM_ABI_I386, nrs), 0);
     return b->overflow ? -E2BIG : 0;
 }
 
-static int install_filter(void)
+static int any_notif(void)
 {
+    for (int a = 0; a < UM_NABI; a++)
+        for (int i = 0; i < MAX_NR; i++)
+            if (trap[a][i] == UM_TRAP_NOTIF)
+                return 1;
+    return 0;
+}
+
+/* Install the filter in the calling (child) process; *listener gets the fd
+ * of its user notifications, or -1 if it has no notification trap. */
+static int install_filter(int *listener)
+{
+    *listener = -1;
     static struct bpf_buf b;
     int r = build_filter(&b);
     if (r)
         return r;
     struct sock_fprog prog = {(unsigned short)b.n, b.f};
+    unsigned long flags = any_notif() ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0;
     /* without CAP_SYS_ADMIN the kernel wants no_new_privs; with it (root),
      * leave setuid programs working as they do natively */
-    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0)
-        return 0;
-    if (errno != EACCES)
+    long ret = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
+    if (ret < 0 && errno == EACCES) {
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+            return -errno;
+        ret = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
+    }
+    if (ret < 0)
         return -errno;
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-        return -errno;
-    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog))
-        return -errno;
+    if (flags)
+        *listener = (int)ret;
     return 0;
 }
 
@@ -406,6 +439,10 @@ static void write_errno(int fd, int e)
 }
 
 static int spawn_err_fd = -1;
+/* the user-notification listener: the child reports its number on setup_fd,
+ * the monitor takes it with pidfd_getfd and then lets the child exec (go_fd) */
+static int setup_fd = -1, go_fd = -1, listener_fd = -1, sigchld_fd = -1;
+static sigset_t saved_mask;
 
 /* Fork the first process, seize it, and let it install the filter and exec.
  * Returns its pid. A failure of the filter or of exec is reported by the child
@@ -415,7 +452,7 @@ static int spawn_err_fd = -1;
 int um_spawn(char *const argv[], int flags)
 {
     (void)flags;
-    int go[2], err[2];
+    int go[2], err[2], lp[2];
     int r = um_init();
     if (r)
         return r;
@@ -427,17 +464,23 @@ int um_spawn(char *const argv[], int flags)
         close(go[1]);
         return r;
     }
+    if (pipe2(lp, O_CLOEXEC)) {
+        r = -errno;
+        close(go[0]); close(go[1]); close(err[0]); close(err[1]);
+        return r;
+    }
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         r = -errno;
-        close(go[0]); close(go[1]); close(err[0]); close(err[1]);
+        close(go[0]); close(go[1]); close(err[0]); close(err[1]); close(lp[0]); close(lp[1]);
         return r;
     }
     if (pid == 0) {
         char c;
         close(go[1]);
         close(err[0]);
+        close(lp[0]);
         /* if the monitor dies before it has seized us, die too */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
@@ -456,18 +499,32 @@ int um_spawn(char *const argv[], int flags)
         while (n < 0 && errno == EINTR);
         if (n != 1)
             _exit(127);
-        close(go[0]);
-        r = install_filter();
+        int listener;
+        r = install_filter(&listener);
         if (r) {
             write_errno(err[1], -r);
             _exit(126);
         }
+        if (listener >= 0) {
+            /* the monitor takes the listener from us (pidfd_getfd), then says go */
+            if (write(lp[1], &listener, sizeof listener) != sizeof listener)
+                _exit(127);
+            do
+                n = read(go[0], &c, 1);
+            while (n < 0 && errno == EINTR);
+            if (n != 1)
+                _exit(127);
+            close(listener);
+        }
+        close(lp[1]);
+        close(go[0]);
         execvp(argv[0], argv);
         write_errno(err[1], errno);
         _exit(errno == ENOENT ? 127 : 126);
     }
     close(go[0]);
     close(err[1]);
+    close(lp[1]);
     long opts = PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
                 PTRACE_O_TRACEEXEC | PTRACE_O_TRACESECCOMP | PTRACE_O_EXITKILL;
     if (ptrace(PTRACE_SEIZE, pid, 0, opts)) {
@@ -476,6 +533,7 @@ int um_spawn(char *const argv[], int flags)
         waitpid(pid, NULL, __WALL);
         close(go[1]);
         close(err[0]);
+        close(lp[0]);
         return r;
     }
     first_pid = pid;
@@ -489,11 +547,100 @@ int um_spawn(char *const argv[], int flags)
         kill(pid, SIGKILL);
         close(go[1]);
         close(err[0]);
+        close(lp[0]);
         return r;
     }
-    close(go[1]);
     spawn_err_fd = err[0];
+    if (any_notif()) {
+        /* the loop serves notifications and ptrace stops together: SIGCHLD
+         * through a signalfd tells it a tracee stopped */
+        sigset_t chld;
+        sigemptyset(&chld);
+        sigaddset(&chld, SIGCHLD);
+        sigprocmask(SIG_BLOCK, &chld, &saved_mask);
+        sigchld_fd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+        setup_fd = lp[0];
+        go_fd = go[1];
+    } else {
+        close(lp[0]);
+        close(go[1]);
+    }
     return pid;
+}
+
+/* The child reported its listener's number: take it, let the child exec. */
+static void take_listener(void)
+{
+    int n = -1;
+    ssize_t k = read(setup_fd, &n, sizeof n);
+    close(setup_fd);
+    setup_fd = -1;
+    if (k == sizeof n && n >= 0) {
+        int pidfd = (int)syscall(SYS_pidfd_open_, first_pid, 0);
+        if (pidfd >= 0) {
+            listener_fd = (int)syscall(SYS_pidfd_getfd_, pidfd, n, 0);
+            close(pidfd);
+        }
+        if (listener_fd >= 0) {
+            uint64_t flag = UM_NOTIF_SYNC_WAKE_UP;
+            ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_SET_FLAGS, flag);
+            fcntl(listener_fd, F_SETFD, FD_CLOEXEC);
+        }
+    }
+    if (write(go_fd, "g", 1) != 1) {
+        /* the child is gone */
+    }
+    close(go_fd);
+    go_fd = -1;
+}
+
+/* Can this kernel serve the fast path with user notifications that wake on
+ * the same CPU (Linux 6.6)? Tried once, in a throw-away child. */
+int um_notif_supported(void)
+{
+    static int state; /* 0 unknown, 1 yes, -1 no */
+    if (state)
+        return state > 0;
+    state = -1;
+    int lp[2], go[2];
+    if (pipe2(lp, O_CLOEXEC) || pipe2(go, O_CLOEXEC))
+        return 0;
+    pid_t c = fork();
+    if (c < 0)
+        return 0;
+    if (c == 0) {
+        struct sock_filter f[] = {
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getppid, 0, 1),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        };
+        struct sock_fprog prog = {4, f};
+        prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        int fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+        char b;
+        if (write(lp[1], &fd, sizeof fd) != sizeof fd || read(go[0], &b, 1) != 1)
+            _exit(1);
+        _exit(0);
+    }
+    int fd = -1, ok = 0;
+    if (read(lp[0], &fd, sizeof fd) == sizeof fd && fd >= 0) {
+        int pidfd = (int)syscall(SYS_pidfd_open_, c, 0);
+        int l = pidfd < 0 ? -1 : (int)syscall(SYS_pidfd_getfd_, pidfd, fd, 0);
+        uint64_t flag = UM_NOTIF_SYNC_WAKE_UP;
+        ok = l >= 0 && ioctl(l, SECCOMP_IOCTL_NOTIF_SET_FLAGS, flag) == 0;
+        if (l >= 0)
+            close(l);
+        if (pidfd >= 0)
+            close(pidfd);
+    }
+    if (write(go[1], "g", 1) != 1) {
+        /* the child exits anyway */
+    }
+    waitpid(c, NULL, 0);
+    close(lp[0]); close(lp[1]); close(go[0]); close(go[1]);
+    state = ok ? 1 : -1;
+    return ok;
 }
 
 /* After the loop: the errno with which the first process failed to install
@@ -837,14 +984,108 @@ int um_set_vcwd(int tid, int on)
 
 static void resume(pid_t tid, int req, int sig)
 {
-    if (*tf(tid) & TF_EXIT_WANTED && req == PTRACE_CONT)
-        req = PTRACE_SYSCALL; /* keep the exit stop Python asked for */
+    if ((*tf(tid) & (TF_EXIT_WANTED | TF_AWAIT_ENTRY)) && req == PTRACE_CONT)
+        req = PTRACE_SYSCALL; /* keep the syscall stop we wait for */
     ptrace(req, tid, 0, sig);
+}
+
+/* A call trapped by a user notification: let it run, or, if Python must see
+ * it, interrupt the waiting thread. The kernel then abandons the notification
+ * and restarts the call after the interrupt stop; resumed with PTRACE_SYSCALL,
+ * the thread stops at the restarted call's entry, where the loop hands it to
+ * Python with all of ptrace's means (see docs/internals.md). */
+static void serve_notification(void)
+{
+    struct seccomp_notif req;
+    memset(&req, 0, sizeof req);
+    if (ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_RECV, &req))
+        return; /* interrupted, or the caller is gone */
+    stats.notifications++;
+    pid_t tid = (pid_t)req.pid;
+    struct seccomp_notif_resp resp;
+    memset(&resp, 0, sizeof resp);
+    resp.id = req.id;
+    resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+    if (*tf(tid) & TF_PASS) {
+        *tf(tid) &= (tflag_t)~TF_PASS;
+    } else {
+        int abi = req.data.arch == AUDIT_ARCH_I386 ? UM_ABI_I386
+                  : (req.data.nr & X32_BIT) ? UM_ABI_X32 : UM_ABI_X86_64;
+        int sc = lookup_sc(abi, req.data.nr);
+        if (sc >= 0 && needs_python(tid, abi, sc, (const uint64_t *)req.data.args) &&
+            ptrace(PTRACE_INTERRUPT, tid, 0, 0) == 0) {
+            *tf(tid) |= TF_REDIRECT;
+            return; /* no answer: the interrupt ends the wait */
+        }
+        stats.fast_continue++;
+    }
+    ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+}
+
+static void end_notifications(void)
+{
+    if (sigchld_fd < 0)
+        return;
+    int fds[] = {sigchld_fd, listener_fd, setup_fd, go_fd};
+    for (int i = 0; i < 4; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    sigchld_fd = listener_fd = setup_fd = go_fd = -1;
+    sigprocmask(SIG_SETMASK, &saved_mask, NULL);
+}
+
+/* Wait for the next ptrace stop, serving notifications meanwhile. */
+static pid_t wait_notif(int *status)
+{
+    int check = 1; /* stops may be queued from before (SIGCHLD coalesces) */
+    for (;;) {
+        if (check) {
+            pid_t pid = waitpid(-1, status, __WALL | WNOHANG);
+            if (pid != 0)
+                return pid;
+            check = 0;
+        }
+        struct pollfd p[3];
+        int n = 0, il = -1, is = -1;
+        p[n].fd = sigchld_fd;
+        p[n++].events = POLLIN;
+        if (listener_fd >= 0) {
+            il = n;
+            p[n].fd = listener_fd;
+            p[n++].events = POLLIN;
+        }
+        if (setup_fd >= 0) {
+            is = n;
+            p[n].fd = setup_fd;
+            p[n++].events = POLLIN;
+        }
+        if (poll(p, (nfds_t)n, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (p[0].revents) {
+            struct signalfd_siginfo si[8];
+            while (read(sigchld_fd, si, sizeof si) > 0)
+                ;
+            check = 1;
+        }
+        if (is >= 0 && p[is].revents)
+            take_listener();
+        if (il >= 0 && (p[il].revents & POLLIN))
+            serve_notification();
+        else if (il >= 0 && (p[il].revents & (POLLHUP | POLLERR))) {
+            close(listener_fd); /* every process with the filter is gone */
+            listener_fd = -1;
+        }
+    }
 }
 
 static pid_t wait_any(int *status)
 {
     pid_t pid;
+    if (sigchld_fd >= 0)
+        return wait_notif(status);
     for (int i = 0; i < spin_iterations; i++) {
         pid = waitpid(-1, status, __WALL | WNOHANG);
         if (pid != 0)
@@ -902,7 +1143,7 @@ static void release_all_held(void)
 {
     while (nheld > 0) {
         pid_t t = held[--nheld];
-        *tf(t) = (unsigned char)((*tf(t) & ~TF_HELD) | TF_ANNOUNCED);
+        *tf(t) = (tflag_t)((*tf(t) & ~TF_HELD) | TF_ANNOUNCED);
         ptrace(PTRACE_CONT, t, 0, 0);
     }
 }
@@ -927,12 +1168,23 @@ static void finish_reply(struct um_event *ev)
             set_return(tid, abi, ev->rval);
             *tf(tid) &= ~TF_EXIT_WANTED;
             ptrace(PTRACE_CONT, tid, 0, 0);
-        } else if (ev->reply == UM_REPLY_CONTINUE_AFTER) {
-            *tf(tid) |= TF_EXIT_WANTED;
-            ptrace(PTRACE_SYSCALL, tid, 0, 0);
         } else {
-            *tf(tid) &= ~TF_EXIT_WANTED;
-            ptrace(PTRACE_CONT, tid, 0, 0);
+            if (ev->flags & UM_FROM_ENTRY) {
+                /* taken at its entry stop: the seccomp check still comes; a
+                 * notification for it must pass without a second look */
+                long nr = ev->nr;
+                if (abi == UM_ABI_X32)
+                    nr &= ~X32_BIT;
+                if (nr >= 0 && nr < MAX_NR && trap[abi][nr] == UM_TRAP_NOTIF)
+                    *tf(tid) |= TF_PASS;
+            }
+            if (ev->reply == UM_REPLY_CONTINUE_AFTER) {
+                *tf(tid) |= TF_EXIT_WANTED;
+                ptrace(PTRACE_SYSCALL, tid, 0, 0);
+            } else {
+                *tf(tid) &= ~TF_EXIT_WANTED;
+                ptrace(PTRACE_CONT, tid, 0, 0);
+            }
         }
     } else if (ev->kind == UM_EV_SYSCALL_EXIT) {
         /* restore what entry changed (the syscall ABI preserves argument
@@ -988,6 +1240,7 @@ int um_next(struct um_event *ev)
         pid_t tid = wait_any(&status);
         if (tid < 0) {
             if (errno == ECHILD) {
+                end_notifications();
                 ev->kind = UM_EV_DONE;
                 return UM_EV_DONE;
             }
@@ -1053,16 +1306,44 @@ int um_next(struct um_event *ev)
             return fill_syscall(ev, tid, &si, UM_EV_SYSCALL);
         }
         if (sig == (SIGTRAP | 0x80)) {
-            /* a syscall-exit stop (we never ask for entry stops) */
-            stats.exit_stops++;
-            if (!(*tf(tid) & TF_EXIT_WANTED) ||
-                ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof si, &si) <= 0 || si.op != SI_EXIT) {
-                *tf(tid) &= ~TF_EXIT_WANTED;
+            if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof si, &si) <= 0) {
+                *tf(tid) &= (tflag_t)~(TF_EXIT_WANTED | TF_AWAIT_ENTRY);
                 ptrace(PTRACE_CONT, tid, 0, 0);
                 continue;
             }
+            if (si.op == SI_ENTRY) {
+                /* the restart of a call a notification sent to Python (or,
+                 * after a signal handler ran, some other call: then the
+                 * notification comes again and is looked at again) */
+                *tf(tid) &= (tflag_t)~TF_AWAIT_ENTRY;
+                int abi = abi_of(&si);
+                int sc = abi < 0 ? -1 : lookup_sc(abi, (long)si.entry.nr);
+                long nr = abi == UM_ABI_X32 ? (long)(si.entry.nr & ~X32_BIT) : (long)si.entry.nr;
+                if (sc < 0 || nr < 0 || nr >= MAX_NR || trap[abi][nr] != UM_TRAP_NOTIF ||
+                    !needs_python(tid, abi, sc, si.entry.args)) {
+                    resume(tid, PTRACE_CONT, 0);
+                    continue;
+                }
+                cur_sci = si;
+                ev->abi = abi;
+                ev->sc = sc;
+                ev->nr = (long)si.entry.nr;
+                memcpy(ev->args, si.entry.args, sizeof ev->args);
+                ev->rval = 0;
+                ev->status = 0;
+                fill_syscall(ev, tid, &si, UM_EV_SYSCALL);
+                ev->flags = UM_FROM_ENTRY;
+                return UM_EV_SYSCALL;
+            }
+            /* a syscall-exit stop */
+            stats.exit_stops++;
+            if (!(*tf(tid) & TF_EXIT_WANTED) || si.op != SI_EXIT) {
+                *tf(tid) &= (tflag_t)~TF_EXIT_WANTED;
+                resume(tid, PTRACE_CONT, 0);
+                continue;
+            }
             int execed = *tf(tid) & TF_EXECED;
-            *tf(tid) &= ~(TF_EXIT_WANTED | TF_EXECED);
+            *tf(tid) &= (tflag_t)~(TF_EXIT_WANTED | TF_EXECED);
             cur_sci = si;
             ev->rval = si.exit.rval;
             /* abi, sc, nr, args: Python keeps them from the entry */
@@ -1086,8 +1367,8 @@ int um_next(struct um_event *ev)
                 if (msg > 0) {
                     /* the child inherits the cwd state; if its first stop came
                      * first it was held: it may run now */
-                    unsigned char held = *tf(child) & TF_HELD;
-                    *tf(child) = (unsigned char)((*tf(child) & ~(TF_HELD | TF_VCWD)) | TF_ANNOUNCED |
+                    tflag_t held = *tf(child) & TF_HELD;
+                    *tf(child) = (tflag_t)((*tf(child) & ~(TF_HELD | TF_VCWD)) | TF_ANNOUNCED |
                                                  (*tf(tid) & TF_VCWD));
                     if (held) {
                         unhold(child);
@@ -1106,15 +1387,18 @@ int um_next(struct um_event *ev)
                 ptrace(PTRACE_GETEVENTMSG, tid, 0, &msg);
                 if ((pid_t)msg != tid && msg > 0) {
                     /* a non-leader thread execed: it now has the leader's tid */
-                    unsigned char f = *tf((pid_t)msg);
+                    tflag_t f = *tf((pid_t)msg);
                     *tf((pid_t)msg) = 0;
                     ntracees--; /* the former tid never reports its exit */
-                    *tf(tid) = (unsigned char)(f | TF_SEEN);
+                    *tf(tid) = (tflag_t)(f | TF_SEEN);
                 }
                 if (*tf(tid) & TF_EXIT_WANTED)
                     *tf(tid) |= TF_EXECED;
                 if (event_mask & UM_WANT_EXEC)
                     return process_event(ev, UM_EV_EXEC, tid, (long)msg, 0, 0);
+            } else if (event == PTRACE_EVENT_STOP && (*tf(tid) & TF_REDIRECT)) {
+                /* our interrupt of a notified call: catch its restart */
+                *tf(tid) = (tflag_t)((*tf(tid) & ~TF_REDIRECT) | TF_AWAIT_ENTRY);
             } else if (event == PTRACE_EVENT_STOP) {
                 /* the first stop of a new tracee, or after PTRACE_INTERRUPT. A
                  * child whose parent's fork event is not in yet waits for it,

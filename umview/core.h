@@ -23,6 +23,11 @@
 #define UM_CLAIM_PATH 2   /* calls with a path argument under a prefix of the table */
 #define UM_CLAIM_REFUSE 4 /* refuse with ENOSYS (a variant no engine can decode) */
 
+/* how the filter traps a number: a ptrace stop, or a seccomp user
+ * notification (for calls C decides alone; see docs/internals.md) */
+#define UM_TRAP_TRACE 1
+#define UM_TRAP_NOTIF 2
+
 /* event kinds returned by um_next() */
 #define UM_EV_DONE 0         /* no tracee left */
 #define UM_EV_SYSCALL 1      /* a claimed call at its entry (seccomp stop) */
@@ -36,6 +41,7 @@
 #define UM_FORK_VFORK 2
 #define UM_FORK_HELD 8 /* internal: the child waits for this event's reply */
 #define UM_EXIT_AFTER_EXEC 4 /* ev->flags at UM_EV_SYSCALL_EXIT: the call execed */
+#define UM_FROM_ENTRY 16     /* internal: a UM_EV_SYSCALL taken at a syscall-entry stop */
 
 /* which optional events Python wants (um_set_event_mask) */
 #define UM_WANT_FORK 1
@@ -83,6 +89,7 @@ struct um_stats {
     uint64_t signals;         /* signals re-injected */
     uint64_t group_stops;
     uint64_t processes;       /* tracees seen (including the first) */
+    uint64_t notifications;   /* calls trapped by a user notification (fast path) */
 };
 
 int um_core_version(void);
@@ -98,7 +105,7 @@ int um_get_claim(int sc);
 int um_prefix_clear(void);
 int um_prefix_add(const char *prefix);
 int um_set_regmap(int abi, int nr_off, int ret_off, const int *arg_offs);
-int um_filter_trap_nr(int abi, long nr);
+int um_filter_trap_nr(int abi, long nr, int how);
 int um_filter_clear(void);
 void um_set_event_mask(int mask);
 void um_set_spin(int iterations);
@@ -116,6 +123,7 @@ int um_write_mem(int tid, uint64_t addr, const void *buf, size_t len);
 int um_read_string(int tid, uint64_t addr, char *buf, int size);
 int um_resolve_path(int tid, int abi, int sc, int slot, const uint64_t *args, char *out, int size);
 int um_ssi_available(void);
+int um_notif_supported(void);
 int um_set_vcwd(int tid, int on);
 void um_set_symlink_check(int on);
 void um_restore_signals(void);

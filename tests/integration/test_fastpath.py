@@ -27,19 +27,41 @@ def stats_of(tmp_path, cmd, engine=True):
 
 def test_unclaimed_paths_never_reach_python(tmp_path):
     st, r = stats_of(tmp_path, ["find", "/usr/include", "-name", "*.h"])
-    assert st["seccomp_stops"] > 100  # find's path calls were trapped ...
-    assert st["fast_continue"] == st["seccomp_stops"]  # ... and all resumed by C
+    trapped = st["seccomp_stops"] + st["notifications"]
+    assert trapped > 100  # find's path calls were trapped ...
+    assert st["fast_continue"] == trapped  # ... and all resumed by C
     assert st["python_events"] <= 2 * st["processes"]  # only exec/exit events
     assert st["exit_stops"] == 0
 
 
 def test_no_engine_traps_nothing(tmp_path):
     st, _ = stats_of(tmp_path, ["sh", "-c", "ls / > /dev/null; cat /etc/hostname"], engine=False)
-    assert st["seccomp_stops"] == 0 and st["python_events"] == 0
+    assert st["seccomp_stops"] == st["notifications"] == st["python_events"] == 0
 
 
 def test_fast_path_output_same_as_native(tmp_path):
     cmd = ["ls", "-la", "--time-style=+", "/etc", "/usr/include"]
     _, r = stats_of(tmp_path, cmd)
+    native = run(cmd, cwd=tmp_path)
+    assert (r.stdout, r.stderr) == (native.stdout, native.stderr)
+
+
+def test_fast_path_uses_notifications_when_the_kernel_has_them(tmp_path):
+    from umview.core import lib
+
+    if not lib.um_notif_supported():
+        import pytest
+
+        pytest.skip("kernel without same-CPU seccomp notifications (Linux 6.6+)")
+    st, _ = stats_of(tmp_path, ["ls", "/usr/include"])
+    assert st["notifications"] > 0 and st["seccomp_stops"] == 0
+
+
+def test_ptrace_only_fast_path_gives_the_same_results(tmp_path, monkeypatch):
+    """UMVIEW_NOTIF=0: every trapped call is a ptrace stop, as before 6.6."""
+    cmd = ["ls", "-la", "--time-style=+", "/etc", "/usr/include"]
+    monkeypatch.setenv("UMVIEW_NOTIF", "0")
+    st, r = stats_of(tmp_path, cmd)
+    assert st["notifications"] == 0 and st["seccomp_stops"] > 0
     native = run(cmd, cwd=tmp_path)
     assert (r.stdout, r.stderr) == (native.stdout, native.stderr)
