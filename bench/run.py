@@ -56,7 +56,7 @@ PY_TESTS = ["test_shutil", "test_tempfile", "test_fileio", "test_posixpath", "te
             "test_genericpath", "test_linecache", "test_pathlib"]
 PY_TESTS_QUICK = ["test_posixpath", "test_filecmp"]
 
-STAT_KEYS = ("processes", "stops", "seccomp_stops", "fast_continue", "python_events",
+STAT_KEYS = ("processes", "stops", "seccomp_stops", "notifications", "fast_continue", "python_events",
              "skipped", "rewritten", "exit_stops", "path_reads")
 
 
@@ -465,10 +465,11 @@ def print_report(summary, configs, workloads, notes):
     umv = [c for c in configs if c.umview]
     if umv:
         print()
-        print("umview counters (median per run): processes, ptrace stops, trapped calls (seccomp),")
-        print("resumed by C without Python, events handed to Python, virtualized (skipped), exit stops")
+        print("umview counters (median per run): processes, ptrace stops, calls trapped by a")
+        print("ptrace stop, calls trapped by a user notification, resumed by C without Python,")
+        print("events handed to Python, virtualized (skipped), exit stops")
         print()
-        print(f"{'workload':10}{'config':>24}{'procs':>8}{'stops':>10}{'trapped':>10}"
+        print(f"{'workload':10}{'config':>24}{'procs':>8}{'stops':>10}{'trap-pt':>10}{'trap-nt':>10}"
               f"{'C-only':>10}{'python':>8}{'virt':>6}{'exit':>6}")
         for w in workloads:
             for c in umv:
@@ -476,7 +477,8 @@ def print_report(summary, configs, workloads, notes):
                 if not st:
                     continue
                 print(f"{w.name:10}{c.name:>24}{fmt(st['processes'], '.0f'):>8}{fmt(st['stops'], '.0f'):>10}"
-                      f"{fmt(st['seccomp_stops'], '.0f'):>10}{fmt(st['fast_continue'], '.0f'):>10}"
+                      f"{fmt(st['seccomp_stops'], '.0f'):>10}{fmt(st.get('notifications', 0), '.0f'):>10}"
+                      f"{fmt(st['fast_continue'], '.0f'):>10}"
                       f"{fmt(st['python_events'], '.0f'):>8}{fmt(st['skipped'], '.0f'):>6}"
                       f"{fmt(st['exit_stops'], '.0f'):>6}")
     failures = [(w.name, n, f) for w in workloads for n in names for f in summary[w.name][n]["failures"]]
