@@ -1230,6 +1230,22 @@ static int fill_syscall(struct um_event *ev, pid_t tid, const struct um_sci *si,
     return kind;
 }
 
+/* Hand Python a claimed call stopped at its seccomp or entry stop (the two
+ * layouts of ptrace_syscall_info agree on nr and args). */
+static int call_event(struct um_event *ev, pid_t tid, const struct um_sci *si, int abi, int sc, int flags)
+{
+    cur_sci = *si;
+    ev->abi = abi;
+    ev->sc = sc;
+    ev->nr = (long)si->entry.nr;
+    memcpy(ev->args, si->entry.args, sizeof ev->args);
+    ev->rval = 0;
+    ev->status = 0;
+    fill_syscall(ev, tid, si, UM_EV_SYSCALL);
+    ev->flags = flags;
+    return UM_EV_SYSCALL;
+}
+
 int um_next(struct um_event *ev)
 {
     if (ev->kind != UM_EV_DONE)
@@ -1296,14 +1312,7 @@ int um_next(struct um_event *ev)
                 resume(tid, PTRACE_CONT, 0);
                 continue;
             }
-            cur_sci = si;
-            ev->abi = abi;
-            ev->sc = sc;
-            ev->nr = (long)si.seccomp.nr;
-            memcpy(ev->args, si.seccomp.args, sizeof ev->args);
-            ev->rval = 0;
-            ev->status = 0;
-            return fill_syscall(ev, tid, &si, UM_EV_SYSCALL);
+            return call_event(ev, tid, &si, abi, sc, 0);
         }
         if (sig == (SIGTRAP | 0x80)) {
             if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof si, &si) <= 0) {
@@ -1324,16 +1333,7 @@ int um_next(struct um_event *ev)
                     resume(tid, PTRACE_CONT, 0);
                     continue;
                 }
-                cur_sci = si;
-                ev->abi = abi;
-                ev->sc = sc;
-                ev->nr = (long)si.entry.nr;
-                memcpy(ev->args, si.entry.args, sizeof ev->args);
-                ev->rval = 0;
-                ev->status = 0;
-                fill_syscall(ev, tid, &si, UM_EV_SYSCALL);
-                ev->flags = UM_FROM_ENTRY;
-                return UM_EV_SYSCALL;
+                return call_event(ev, tid, &si, abi, sc, UM_FROM_ENTRY);
             }
             /* a syscall-exit stop */
             stats.exit_stops++;
