@@ -30,10 +30,6 @@ MODES = ("move", "merge", "cow", "mincow")
 IMPLEMENTED = ("move",)
 
 
-def _target_bytes(target):
-    return target.encode() if isinstance(target, str) else target
-
-
 class ViewfsMount(RedirectMount):
     def __init__(self, source, target, mode, exceptions=()):
         self.source = source.rstrip(b"/") or b"/"
@@ -172,7 +168,7 @@ class Viewfs(Module):
     def umount(self, target):
         """umount2(2): remove the newest viewfs mount on target; False if none."""
         for m in reversed(self.mounts):
-            if m.target == _target_bytes(target):
+            if m.target == target:
                 self.mounts.remove(m)
                 self.view.remove_engine(m)
                 return True

@@ -121,7 +121,6 @@ static long pid_max = 4194304;
 
 static pid_t first_pid;
 static int first_status = -1;
-static int ntracees;
 static int ssi_state; /* 0 unknown, 1 works, -1 absent */
 
 /* the one outstanding stop handed to Python */
@@ -209,7 +208,6 @@ int um_set_claim(int sc, int mode)
     return 0;
 }
 
-int um_get_claim(int sc) { return (sc < 0 || sc >= nsc) ? 0 : claim[sc]; }
 
 int um_prefix_clear(void)
 {
@@ -538,7 +536,6 @@ int um_spawn(char *const argv[], int flags)
     }
     first_pid = pid;
     first_status = -1;
-    ntracees = 1;
     stats.processes++;
     *tf(pid) = TF_SEEN | TF_ANNOUNCED;
     install_signal_passing();
@@ -1271,8 +1268,6 @@ int um_next(struct um_event *ev)
                 unhold(tid);
             if (nheld)
                 release_all_held();
-            if (*tf(tid) & TF_SEEN)
-                ntracees--;
             *tf(tid) = 0;
             if (event_mask & UM_WANT_EXIT)
                 return process_event(ev, UM_EV_EXIT, tid, 0, 0, status);
@@ -1283,7 +1278,6 @@ int um_next(struct um_event *ev)
         stats.stops++;
         if (!(*tf(tid) & TF_SEEN)) {
             *tf(tid) |= TF_SEEN;
-            ntracees++;
             stats.processes++;
         }
         int sig = WSTOPSIG(status);
@@ -1361,7 +1355,6 @@ int um_next(struct um_event *ev)
                 pid_t child = (pid_t)msg, held_release = 0;
                 if (msg > 0 && !(*tf(child) & TF_SEEN)) {
                     *tf(child) |= TF_SEEN;
-                    ntracees++;
                     stats.processes++;
                 }
                 if (msg > 0) {
@@ -1389,7 +1382,6 @@ int um_next(struct um_event *ev)
                     /* a non-leader thread execed: it now has the leader's tid */
                     tflag_t f = *tf((pid_t)msg);
                     *tf((pid_t)msg) = 0;
-                    ntracees--; /* the former tid never reports its exit */
                     *tf(tid) = (tflag_t)(f | TF_SEEN);
                 }
                 if (*tf(tid) & TF_EXIT_WANTED)
@@ -1424,13 +1416,6 @@ int um_next(struct um_event *ev)
         stats.signals++;
         resume(tid, PTRACE_CONT, sig);
     }
-}
-
-int um_kill_all(void)
-{
-    if (first_pid > 0)
-        kill(first_pid, SIGKILL);
-    return 0;
 }
 
 /* Restore the signal dispositions um_spawn changed (for the monitor's own

@@ -101,7 +101,6 @@ int um_table_reset(int nsc);
 int um_map_nr(int abi, long nr, int sc);
 int um_set_path_arg(int abi, int sc, int slot, int path_idx, int dirfd_idx, int emptyok_flags_idx);
 int um_set_claim(int sc, int mode);
-int um_get_claim(int sc);
 int um_prefix_clear(void);
 int um_prefix_add(const char *prefix);
 int um_set_regmap(int abi, int nr_off, int ret_off, const int *arg_offs);
@@ -115,7 +114,6 @@ int um_spawn(char *const argv[], int flags);
 int um_next(struct um_event *ev);
 int um_first_status(void);
 int um_spawn_error(void);
-int um_kill_all(void);
 
 /* --- tracee access --- */
 int um_read_mem(int tid, uint64_t addr, void *buf, size_t len);

@@ -36,20 +36,6 @@ OPENS = frozenset({"open", "openat", "openat2", "creat"})
 MAX_FD_PATHS = 65536
 
 
-def normalize(path):
-    """Lexical normalization of an absolute path (bytes), as the C core does."""
-    out = []
-    for part in path.split(b"/"):
-        if part in (b"", b"."):
-            continue
-        if part == b"..":
-            if out:
-                out.pop()
-        else:
-            out.append(part)
-    return b"/" + b"/".join(out)
-
-
 def _signed(v):
     v &= 0xFFFFFFFF
     return v - (1 << 32) if v & 0x80000000 else v

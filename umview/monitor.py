@@ -351,10 +351,16 @@ class Monitor:
                             self.table.path_pairs(abi, name))
                 reply, rval, exits = self.dispatcher.enter(call)
                 ev.reply = reply
-                self._write_call(ev, call)
+                rewritten = tuple(call.args) != call.orig_args
+                if call.nr != call.orig_nr:
+                    ev.nr = call.nr
+                    ev.changed |= lib.UM_CHANGED_NR
+                if rewritten:
+                    ev.args = call.args
+                    ev.changed |= lib.UM_CHANGED_ARGS
                 if reply == lib.UM_REPLY_SKIP:
                     ev.rval = rval
-                elif reply == lib.UM_REPLY_CONTINUE_AFTER or call.args != list(call.orig_args):
+                elif reply == lib.UM_REPLY_CONTINUE_AFTER or rewritten:
                     # an exit stop to restore the argument registers, if nothing else
                     ev.reply = lib.UM_REPLY_CONTINUE_AFTER
                     self._pending[ev.tid] = _Pending(call, exits)
@@ -369,7 +375,7 @@ class Monitor:
                 if call.retval != ev.rval:
                     ev.rval = call.retval
                     ev.changed |= lib.UM_CHANGED_RVAL
-                if call.args != list(call.orig_args):
+                if tuple(call.args) != call.orig_args:
                     ev.args = list(call.orig_args)
                     ev.changed |= lib.UM_CHANGED_ARGS
             elif kind == lib.UM_EV_FORK:
@@ -389,15 +395,6 @@ class Monitor:
                 return
             elif kind == lib.UM_EV_ERROR:
                 raise OSError(ev.msg, f"waitpid: {os.strerror(ev.msg)}")
-
-    @staticmethod
-    def _write_call(ev, call):
-        if call.nr != call.orig_nr:
-            ev.nr = call.nr
-            ev.changed |= lib.UM_CHANGED_NR
-        if call.args != list(call.orig_args):
-            ev.args = call.args
-            ev.changed |= lib.UM_CHANGED_ARGS
 
 
 def exit_code(status):
