@@ -7,10 +7,15 @@
 
     umview -p viewfs,mount=/home/me/project:/srv/app make -C /srv/app
 
+    umview -p viewfs,mount=/tmp/layer:/:cow bash   # a copy-on-write view of /
+
 The mode is given with -o: ``move`` (the default: TARGET shows SOURCE and
-nothing of what was there). ``-o except=P1:P2`` keeps those subpaths of
-TARGET real (absolute, or relative to TARGET). ``merge``, ``cow`` and ``mincow`` are not
-implemented yet: mount(2) fails with EINVAL and a log line says so.
+nothing of what was there), ``merge`` (SOURCE over TARGET), ``cow`` (TARGET
+appears writable; changes go to SOURCE, the real TARGET is never written) and
+``mincow`` (as cow, but what the user may write is changed in place); see
+umview.layers. SOURCE of a layered mode is made if it does not exist.
+``-o except=P1:P2`` keeps those subpaths of TARGET real (absolute, or
+relative to TARGET).
 
 Each mount is a RedirectMount engine registered when mount(2) succeeds, with
 its own epoch: a later mount over /a hides an earlier one on /a/b. SOURCE is
@@ -22,12 +27,13 @@ import logging
 import os
 
 from umview.engine import CONTINUE, Engine, Skip
+from umview.layers import LayeredMount
 from umview.service import Module, RedirectMount
 
 log = logging.getLogger("umview")
 
 MODES = ("move", "merge", "cow", "mincow")
-IMPLEMENTED = ("move",)
+IMPLEMENTED = MODES
 
 
 class ViewfsMount(RedirectMount):
@@ -82,7 +88,7 @@ class MountControl(Engine):
 
 class Viewfs(Module):
     name = "viewfs"
-    description = "mount a real directory over a path (mode move; merge/cow/mincow to come)"
+    description = "mount a real directory over a path (modes move, merge, cow, mincow)"
     options_help = "mount=SOURCE:TARGET[:MODE] (mount at start; repeat with ;)"
 
     def __init__(self, options):
@@ -107,6 +113,16 @@ class Viewfs(Module):
     def engines(self):
         return [self.control, *self.initial]
 
+    def start(self):
+        for m in self.initial:
+            if hasattr(m, "attach"):
+                m.attach()
+
+    def close(self):
+        for m in self.mounts:
+            if hasattr(m, "detach"):
+                m.detach()
+
     def _make(self, source, target, mode, at_start=False, exceptions=()):
         if mode not in MODES:
             raise (ValueError(f"module viewfs: unknown mode {mode!r}") if at_start
@@ -117,12 +133,24 @@ class Viewfs(Module):
                 raise ValueError("module " + msg)
             log.warning("%s: mount refused with EINVAL", msg)
             raise OSError(errno.EINVAL, msg)
+        if mode != "move" and not os.path.lexists(source):
+            try:
+                os.makedirs(source, 0o700)
+                os.chmod(source, 0o700 | os.stat(self.real_path(target)).st_mode & 0o7777)
+            except OSError as exc:
+                if at_start:
+                    raise ValueError(f"module viewfs: cannot make layer {os.fsdecode(source)}: {exc.strerror}") from None
+                raise
         if not os.path.isdir(source):
             err = errno.ENOTDIR if os.path.exists(source) else errno.ENOENT
             if at_start:
                 raise ValueError(f"module viewfs: source {os.fsdecode(source)}: {os.strerror(err)}")
             raise OSError(err, "source")
-        m = ViewfsMount(source, target, mode, exceptions)
+        name = f"viewfs {target.decode(errors='replace')}"
+        if mode == "move":
+            m = ViewfsMount(source, target, mode, exceptions)
+        else:
+            m = LayeredMount(source, target, self.real_path(target), mode, name + f" ({mode})", exceptions)
         self.mounts.append(m)
         return m
 
@@ -156,6 +184,8 @@ class Viewfs(Module):
             raise OSError(errno.ENOTDIR if os.path.exists(self.real_path(target)) else errno.ENOENT, "target")
         m = self._make(source, target, modes[-1] if modes else "move", exceptions=exceptions)
         self.view.add_engine(m)
+        if hasattr(m, "attach"):
+            m.attach()
 
     def real_path(self, path):
         """path as the kernel would see it through this module's mounts (newest first)."""
@@ -171,5 +201,7 @@ class Viewfs(Module):
             if m.target == target:
                 self.mounts.remove(m)
                 self.view.remove_engine(m)
+                if hasattr(m, "detach"):
+                    m.detach()
                 return True
         return False

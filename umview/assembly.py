@@ -5,6 +5,7 @@ Built-in modules are named here; third-party ones register under the
 module that fails to import is an error the user sees, never skipped.
 """
 import importlib
+import sys
 
 BUILTIN = {
     "unreal": "umview.modules.unreal:Unreal",
@@ -54,6 +55,15 @@ def attach(modules, monitor):
     """Give the modules the running view, for mounts made from inside it."""
     for m in modules:
         m.view = monitor
+        m.start()
+
+
+def close(modules):
+    for m in modules:
+        try:
+            m.close()
+        except Exception as exc:  # noqa: BLE001 - cleanup goes on for the others
+            print(f"umview: module {m.name}: cleanup failed: {exc}", file=sys.stderr)
 
 
 def describe():

@@ -110,7 +110,7 @@ def main(argv=None):
         print(f"umview: {exc}", file=sys.stderr)
         return 1
     try:
-        from umview.assembly import attach, load_modules
+        from umview.assembly import attach, close, load_modules
 
         modules, engines = load_modules(args.module)
     except (ValueError, ImportError) as exc:
@@ -123,8 +123,8 @@ def main(argv=None):
         return 2
 
     monitor = Monitor(engines, spin=args.spin)
-    attach(modules, monitor)
     try:
+        attach(modules, monitor)
         status = monitor.run(command)
     except OSError as exc:
         if exc.errno == errno.ENOENT:
@@ -135,6 +135,8 @@ def main(argv=None):
     except ValueError as exc:
         print(f"umview: {exc}", file=sys.stderr)
         return 2
+    finally:
+        close(modules)
     if args.stats or args.stats_file:
         stats = Stats.from_core()
         if args.stats:

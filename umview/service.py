@@ -38,6 +38,12 @@ class Module:
         """The engines this module registers at load, oldest first."""
         return []
 
+    def start(self):
+        """The view is about to run (``self.view`` is set)."""
+
+    def close(self):
+        """The view is over: remove what the module made (temporary files)."""
+
     def check_options(self, allowed):
         unknown = sorted(set(self.options) - set(allowed))
         if unknown:
@@ -164,14 +170,18 @@ class RedirectMount(Engine):
 
     def _redirect_socket(self, call):
         path = os.path.normpath(self._socket_path(call))
-        real = self.real_path(self.relative(path))
+        self._point_sockaddr(call, self.real_path(self.relative(path)))
+        return CONTINUE
+
+    @staticmethod
+    def _point_sockaddr(call, real):
+        """Make the call's sockaddr_un name the real path."""
         if len(real) >= SUN_PATH_MAX:
             raise OSError(errno.ENAMETOOLONG, "socket path too long once redirected")
         addr = struct.pack("H", AF_UNIX) + real + b"\0"
         where = call.alloc(len(addr))
         call.write_mem(where, addr)
         call.args[1], call.args[2] = where, len(addr)
-        return CONTINUE
 
 
 def parse_spec(spec):

@@ -82,11 +82,11 @@ def test_later_mount_hides_earlier_one_below_it(dirs, tmp_path):
 def test_mount_errors_are_the_kernels(dirs, tmp_path):
     src, target = dirs
     r = in_view(f'"$VUMOUNT" -t viewfs {src}/nope {target}; "$VUMOUNT" -t viewfs {src} {target}/nope;'
-                f' "$VUMOUNT" -t viewfs -o cow {src} {target}; echo done', tmp_path)
+                f' "$VUMOUNT" -t viewfs -o copyonwrite {src} {target}; echo done', tmp_path)
     assert r.stdout == b"done\n"
     err = r.stderr.decode()
     assert err.count("No such file or directory") == 2
-    assert "Invalid argument" in err and "not implemented yet" in err
+    assert "Invalid argument" in err and "unknown mount option(s) copyonwrite" in err
 
 
 def test_vumount_outside_a_view_says_so(dirs):

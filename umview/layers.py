@@ -1,0 +1,794 @@
+"""Layered mounts: an upper directory over a lower one (viewfs merge, cow, mincow).
+
+The view at the mount point is the union of two real directories: the *upper*
+layer (the mount's SOURCE, where changes go) over the *lower* one (what was at
+TARGET). A name in the upper layer hides the same name below; a *whiteout*
+(an empty file ``.wh.NAME`` in the upper directory) hides a lower name that was
+deleted; an *opaque* directory (holding ``.wh..wh..opq``) hides the whole lower
+directory below it (a directory removed, then made again). It is the on-disk
+format of aufs, readable without privileges: any user can keep a layer, and a
+later view over the same layer sees the same changes.
+
+The kernel still does the I/O. A path in the view is turned into the real path
+of the layer that holds it; a call that changes a lower file first *copies it
+up* (parents, data, mode, times, and ownership when root); deletions of lower
+names leave whiteouts. Every fd a process holds is a real kernel fd.
+
+Directory listings of upper directories are merged: opening such a directory
+opens a *listing directory* instead, a private real directory of empty
+placeholders with the merged names and types (whiteouts and duplicates
+removed), so getdents(2) runs in the kernel. Calls relative to that fd, fstat
+on it and fchdir to it reach this engine, which maps them back to the view.
+The placeholders' inode numbers (d_ino) are not the files' own.
+
+Modes:
+    merge   the union; changes act on the layer that holds the file, new
+            names go to the upper layer; nothing is whited out.
+    cow     the lower layer is never written: changed files are copied up,
+            deletions are whiteouts.
+    mincow  as cow, but a lower file or directory the user may write is
+            changed in place.
+"""
+import errno
+import itertools
+import logging
+import os
+import shutil
+import stat
+import struct
+import tempfile
+
+from umview import core
+from umview.engine import CONTINUE, CONTINUE_AFTER, Skip
+from umview.service import RedirectMount
+
+log = logging.getLogger("umview")
+
+WH = b".wh."
+OPAQUE = b".wh..wh..opq"
+COPY_TMP = b".wh..cp."  # copy-up in progress: a whiteout of a name no one has
+
+O_WRONLY, O_RDWR, O_CREAT, O_EXCL, O_TRUNC = 0o1, 0o2, 0o100, 0o200, 0o1000
+O_DIRECTORY, O_TMPFILE = 0o200000, 0o20200000
+O_WRITES = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC
+AT_FDCWD = -100
+AT_REMOVEDIR = 0x200
+AT_EMPTY_PATH = 0x1000
+RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
+
+# kinds of the C core's layer set (core.h)
+LAYER_DIR, LAYER_HIDE = 1, 2
+
+_DTYPES = {stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink", stat.S_IFIFO: "fifo"}
+
+
+def _lstat(path):
+    try:
+        return os.lstat(path)
+    except OSError:
+        return None
+
+
+def _join(base, rel):
+    if not rel:
+        return base
+    return (base if base != b"/" else b"") + b"/" + rel
+
+
+def _parent(rel):
+    head, _, name = rel.rpartition(b"/")
+    return head, name
+
+
+class Node:
+    """What the view holds at one path: the upper entry (lstat or None), the
+    lower one if it shows through (lstat or None), and whether a whiteout or
+    an opaque directory hides the lower name."""
+
+    __slots__ = ("rel", "upper", "lower", "hidden", "layers")
+
+    def __init__(self, layers, rel, upper, lower, hidden):
+        self.layers, self.rel, self.upper, self.lower, self.hidden = layers, rel, upper, lower, hidden
+
+    @property
+    def st(self):
+        return self.upper or self.lower
+
+    @property
+    def exists(self):
+        return self.st is not None
+
+    @property
+    def is_dir(self):
+        return self.st is not None and stat.S_ISDIR(self.st.st_mode)
+
+    @property
+    def real(self):
+        """The real path the kernel should get: the layer holding the name;
+        for a missing name, a path where the kernel finds the same error."""
+        if self.upper is not None or self.hidden:
+            return self.layers.up(self.rel)
+        return self.layers.low(self.rel)
+
+
+class Layers:
+    """The file-system side of a layered mount (no tracee involved)."""
+
+    def __init__(self, upper, lower, mode, on_change=None):
+        self.upper = upper.rstrip(b"/") or b"/"
+        self.lower = lower.rstrip(b"/") or b"/"
+        self.mode = mode
+        self.root = os.geteuid() == 0
+        self.on_change = on_change or (lambda rel: None)
+
+    def up(self, rel):
+        return _join(self.upper, rel)
+
+    def low(self, rel):
+        return _join(self.lower, rel)
+
+    # --- lookups ---
+    def probe(self, rel):
+        comps = rel.split(b"/") if rel else []
+        hidden = False
+        upper_dir = True  # the upper layer has the parent as a directory
+        ust = _lstat(self.upper)
+        for i, c in enumerate(comps):
+            parent = b"/".join(comps[:i])
+            if upper_dir and not hidden:
+                up_parent = self.up(parent)
+                if os.path.lexists(up_parent + b"/" + OPAQUE) and i > 0 or \
+                        os.path.lexists(up_parent + b"/" + WH + c):
+                    hidden = True
+            if upper_dir:
+                ust = _lstat(self.up(_join(parent, c) if parent else c))
+                if ust is None:
+                    upper_dir = False
+                elif not stat.S_ISDIR(ust.st_mode):
+                    upper_dir = False
+                    if i < len(comps) - 1:
+                        hidden = True  # a file over a lower directory
+                        ust = None
+            else:
+                ust = None
+        if comps and upper_dir and ust is not None and os.path.lexists(self.up(rel) + b"/" + OPAQUE):
+            lst = None  # an opaque directory: nothing below shows
+            return Node(self, rel, ust, None, True)
+        lst = None if hidden else _lstat(self.low(rel))
+        return Node(self, rel, ust, lst, hidden)
+
+    def opaque(self, rel):
+        return os.path.lexists(self.up(rel) + b"/" + OPAQUE)
+
+    def listing(self, rel):
+        """The merged entries of an upper directory: {name: st_mode type bits}."""
+        names = {}
+        whiteouts = set()
+        up = self.up(rel)
+        with os.scandir(up) as it:
+            for e in it:
+                n = e.name
+                if n.startswith(WH):
+                    if n != OPAQUE:
+                        whiteouts.add(n[len(WH):])
+                    continue
+                names[n] = stat.S_IFMT(e.stat(follow_symlinks=False).st_mode)
+        if not self.opaque(rel):
+            try:
+                with os.scandir(self.low(rel)) as it:
+                    for e in it:
+                        if e.name not in names and e.name not in whiteouts:
+                            names[e.name] = stat.S_IFMT(e.stat(follow_symlinks=False).st_mode)
+            except (FileNotFoundError, NotADirectoryError):
+                pass
+        return names
+
+    def empty(self, node):
+        """Is this directory of the view empty (ENOTEMPTY check)?"""
+        if node.upper is not None:
+            return not self.listing(node.rel)
+        with os.scandir(self.low(node.rel)) as it:
+            return next(it, None) is None
+
+    # --- changes ---
+    def ensure_dir(self, rel):
+        """Make rel a directory of the upper layer, copying up the lower
+        directories on the way. rel must be a directory in the view."""
+        if not rel:
+            return self.upper
+        parent, _ = _parent(rel)
+        self.ensure_dir(parent)
+        up = self.up(rel)
+        st = _lstat(up)
+        if st is not None:
+            if not stat.S_ISDIR(st.st_mode):
+                raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+            return up
+        low = _lstat(self.low(rel))
+        if low is None or not stat.S_ISDIR(low.st_mode):
+            raise OSError(errno.ENOENT if low is None else errno.ENOTDIR, "no such directory in the view")
+        # the monitor must be able to make names in it: owner rwx for a user
+        os.mkdir(up, 0o700)
+        self._copy_attrs(up, low, extra=0 if self.root else 0o700)
+        self.on_change(rel)
+        return up
+
+    def copy_up(self, node, data=True):
+        """Copy a lower non-directory to the upper layer (parents first).
+        Returns the upper path."""
+        rel = node.rel
+        parent, name = _parent(rel)
+        up_parent = self.ensure_dir(parent)
+        up = self.up(rel)
+        low = self.low(rel)
+        st = node.lower
+        tmp = up_parent + b"/" + COPY_TMP + name
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        kind = stat.S_IFMT(st.st_mode)
+        if kind == stat.S_IFREG:
+            if data:
+                with open(low, "rb") as src, open(tmp, "xb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+            else:
+                open(tmp, "xb").close()
+        elif kind == stat.S_IFLNK:
+            os.symlink(os.readlink(low), tmp)
+        elif kind == stat.S_IFIFO:
+            os.mkfifo(tmp, 0o600)
+        elif kind in (stat.S_IFCHR, stat.S_IFBLK) and self.root:
+            os.mknod(tmp, st.st_mode, st.st_rdev)
+        else:
+            raise OSError(errno.EPERM, "cannot copy this kind of file up")
+        if kind != stat.S_IFLNK:
+            self._copy_attrs(tmp, st)
+        elif self.root:
+            os.lchown(tmp, st.st_uid, st.st_gid)
+        os.rename(tmp, up)
+        self.on_change(rel)
+        return up
+
+    def _copy_attrs(self, path, st, extra=0):
+        if self.root:
+            os.chown(path, st.st_uid, st.st_gid)
+        os.chmod(path, stat.S_IMODE(st.st_mode) | extra)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+    def whiteout(self, rel):
+        parent, name = _parent(rel)
+        up_parent = self.ensure_dir(parent)
+        with open(up_parent + b"/" + WH + name, "wb"):
+            pass
+        self.on_change(rel)
+
+    def unwhiteout(self, rel):
+        """Remove the whiteout of rel; True if there was one."""
+        parent, name = _parent(rel)
+        try:
+            os.unlink(self.up(parent) + b"/" + WH + name)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        self.on_change(rel)
+        return True
+
+    def make_opaque(self, rel):
+        with open(self.up(rel) + b"/" + OPAQUE, "wb"):
+            pass
+        self.on_change(rel)
+
+    def remove_upper(self, rel):
+        """Remove rel from the upper layer (a directory with what it holds)."""
+        up = self.up(rel)
+        st = _lstat(up)
+        if st is None:
+            return
+        if stat.S_ISDIR(st.st_mode):
+            shutil.rmtree(up)
+        else:
+            os.unlink(up)
+        self.on_change(rel)
+
+    def entries(self):
+        """(rel, kind) for the C core's layer set: every name of the upper
+        layer, whiteouts as the names they hide."""
+        out = [(b"", LAYER_HIDE if self.opaque(b"") else LAYER_DIR)]
+        for dirpath, dirnames, filenames in os.walk(self.upper):
+            base = dirpath[len(self.upper):].lstrip(b"/")
+            for n in dirnames + filenames:
+                out.extend(self.kinds(_join(base, n) if base else n))
+        return [(r, k) for r, k in out if k]
+
+    def kinds(self, rel):
+        """[(rel, kind)] for one name of the upper layer: kind 0 = not there."""
+        parent, name = _parent(rel)
+        if name == OPAQUE:
+            return [(parent, LAYER_HIDE)]
+        if name.startswith(COPY_TMP):
+            return []
+        if name.startswith(WH):
+            return [(_join(parent, name[len(WH):]) if parent else name[len(WH):], LAYER_HIDE)]
+        st = _lstat(self.up(rel))
+        if st is None:
+            # gone: hidden if a whiteout stands for it, else not in the set
+            if os.path.lexists(self.up(parent) + b"/" + WH + name):
+                return [(rel, LAYER_HIDE)]
+            return [(rel, 0)]
+        if stat.S_ISDIR(st.st_mode):
+            return [(rel, LAYER_HIDE if self.opaque(rel) else LAYER_DIR)]
+        return [(rel, LAYER_HIDE)]
+
+
+class Listings:
+    """Private directories of placeholders that stand for merged listings."""
+
+    def __init__(self):
+        self.root = os.fsencode(tempfile.mkdtemp(prefix="umview-listing-"))
+        self.counter = itertools.count(1)
+        self.cache = {}  # rel -> (key, listing dir)
+        self.dirs = {}   # listing dir name -> rel
+
+    def get(self, layers, rel):
+        key = tuple((s.st_ino, s.st_mtime_ns) if s else None
+                    for s in (_lstat(layers.up(rel)), _lstat(layers.low(rel))))
+        hit = self.cache.get(rel)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        names = layers.listing(rel)
+        n = str(next(self.counter)).encode()
+        d = self.root + b"/" + n
+        os.mkdir(d, 0o755)
+        for name, kind in names.items():
+            p = d + b"/" + name
+            if kind == stat.S_IFDIR:
+                os.mkdir(p, 0o755)
+            elif kind == stat.S_IFLNK:
+                os.symlink(b".", p)
+            elif kind == stat.S_IFIFO:
+                os.mkfifo(p, 0o644)
+            else:
+                open(p, "xb").close()  # devices and sockets list as files
+        self.cache[rel] = (key, d)
+        self.dirs[n] = rel
+        return d
+
+    def forget(self, rel):
+        self.cache.pop(rel, None)
+
+    def relative(self, path):
+        """The view's rel for a path under a listing directory, or None."""
+        if not path.startswith(self.root + b"/"):
+            return None
+        n, _, rest = path[len(self.root) + 1:].partition(b"/")
+        rel = self.dirs.get(n)
+        if rel is None:
+            return None
+        return _join(rel, rest) if rel else rest
+
+    def close(self):
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+# path calls that change the named file in place
+MODIFY = frozenset({
+    "truncate", "truncate64", "chmod", "fchmodat", "fchmodat2", "chown", "chown32", "lchown",
+    "lchown32", "fchownat", "utime", "utimes", "futimesat", "utimensat", "utimensat_time64",
+    "setxattr", "lsetxattr", "removexattr", "lremovexattr", "setxattrat", "removexattrat",
+    "file_setattr",
+})
+CREATE = frozenset({"mkdir", "mkdirat", "mknod", "mknodat", "symlink", "symlinkat"})
+UNLINK = frozenset({"unlink", "unlinkat", "rmdir"})
+RENAME = frozenset({"rename", "renameat", "renameat2"})
+LINK = frozenset({"link", "linkat"})
+OPENS = frozenset({"open", "openat", "openat2", "creat"})
+# calls that act on a directory of the view, which a listing directory stands for
+DIR_FD_CALLS = frozenset({"chdir"}) | OPENS
+
+
+def _signed(v):
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if v & 0x80000000 else v
+
+
+class LayeredMount(RedirectMount):
+    """The engine of one layered mount."""
+
+    def __init__(self, upper, target, lower, mode, name, exceptions=()):
+        self.layers = Layers(upper, lower, mode, on_change=self._changed)
+        self.listings = Listings()
+        super().__init__(target, self._real_path, name=name, exceptions=exceptions)
+        self.mode = mode
+        self.set_entries = set()
+        # the C core can let a call through only where the lower layer is the
+        # real tree at the same path; otherwise every call under it is ours
+        self.prefixes = (self.listings.root,)
+        if self.layers.lower == self.target and hasattr(core, "layer_add"):
+            self.layered_prefixes = (self.target,)
+            self.real_prefixes = tuple(p for p in (b"/proc", b"/sys", b"/dev") if self.relative(p) is not None) \
+                + self.exceptions
+            self.layer_in_core = True
+        else:
+            self.prefixes += (self.target,)
+            self.layer_in_core = False
+        self.fd_check = True
+
+    # --- the C core's layer set ---
+    def _vpath(self, rel):
+        return _join(self.target, rel)
+
+    def _changed(self, rel):
+        if rel:
+            self.listings.forget(_parent(rel)[0])
+        if not self.layer_in_core:
+            return
+        # the name and, for a directory made or removed, its own kind
+        for r, kind in self.layers.kinds(rel) if rel else [(b"", LAYER_HIDE if self.layers.opaque(b"") else LAYER_DIR)]:
+            v = self._vpath(r)
+            if kind:
+                core.layer_add(v, kind)
+                self.set_entries.add(v)
+            elif v in self.set_entries:
+                self._drop_subtree(v)
+
+    def _drop_subtree(self, v):
+        for e in [e for e in self.set_entries if e == v or e.startswith(v + b"/")]:
+            core.layer_del(e)
+            self.set_entries.discard(e)
+
+    def _rescan(self, rel):
+        """Bring the set up to date for rel and what lies below it."""
+        if not self.layer_in_core:
+            return
+        v = self._vpath(rel)
+        self._drop_subtree(v)
+        self._changed(rel)
+        up = self.layers.up(rel)
+        if os.path.isdir(up) and not os.path.islink(up):
+            for dirpath, dirnames, filenames in os.walk(up):
+                base = dirpath[len(self.layers.upper):].lstrip(b"/")
+                for n in dirnames + filenames:
+                    self._changed(_join(base, n) if base else n)
+
+    def attach(self):
+        """Load the layer into the C core (at mount)."""
+        if self.layer_in_core:
+            for rel, kind in self.layers.entries():
+                v = self._vpath(rel)
+                core.layer_add(v, kind)
+                self.set_entries.add(v)
+
+    def detach(self):
+        for v in self.set_entries:
+            core.layer_del(v)
+        self.set_entries.clear()
+        self.listings.close()
+
+    # --- paths ---
+    def relative(self, path):
+        rel = self.listings.relative(path) if hasattr(self, "listings") else None
+        if rel is not None:
+            return rel
+        return super().relative(path)
+
+    def _real_path(self, rel):
+        return self.layers.probe(rel).real
+
+    def wants(self, call):
+        if call.name in self.syscalls:
+            return self._socket_path(call) is not None
+        if call.name in self.path_syscalls:
+            return any(p is not None and self.relative(p) is not None for p in call.paths())
+        return False
+
+    # --- calls ---
+    def enter(self, call):
+        if call.name in self.syscalls:
+            return self._socket(call)
+        slots = []
+        for slot, path in enumerate(call.paths()):
+            if path is None:
+                continue
+            rel = self.relative(path)
+            if rel is None:
+                continue
+            index = call.path_indices[slot]
+            raw = call.read_string(index)
+            slots.append((slot, index, rel, raw))
+        if not slots:
+            return CONTINUE
+        name = call.name
+        call.layer_undo = []
+        call.layer_refresh = []
+        if name in OPENS:
+            return self._open(call, slots[0])
+        if name in UNLINK:
+            return self._unlink(call, slots[0])
+        if name in RENAME:
+            return self._rename(call, slots)
+        if name in LINK:
+            return self._link(call, slots)
+        if name in CREATE:
+            return self._create(call, slots[0])
+        if name in MODIFY:
+            return self._modify(call, slots[0])
+        for s in slots:
+            self._read(call, s)
+        return CONTINUE
+
+    def exit(self, call):
+        ok = call.retval is not None and call.retval >= 0
+        if not ok:
+            for undo in reversed(getattr(call, "layer_undo", ())):
+                try:
+                    undo()
+                except OSError:
+                    log.warning("viewfs: could not undo a change after %s failed", call.name)
+        for rel in getattr(call, "layer_refresh", ()):
+            self.listings.forget(_parent(rel)[0])
+            self._rescan(rel)
+        if ok:
+            for after in getattr(call, "layer_after", ()):
+                after()
+
+    # --- helpers ---
+    @staticmethod
+    def _set(call, index, real, raw):
+        if real != raw:
+            if len(real) >= 4096:
+                raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG))
+            call.set_string(index, real)
+
+    def _empty_path(self, call, slot, index, rel):
+        """The call names an open file (AT_EMPTY_PATH): make it name the file
+        of the view by path when the fd is a listing directory."""
+        node = self.layers.probe(rel)
+        d = call.dirfd_indices[slot]
+        if d is None or node.upper is None or self.listings.relative(call.paths()[slot]) is None:
+            return node  # a real file's fd: the kernel has the right one
+        call.args[d] = AT_FDCWD & 0xFFFFFFFFFFFFFFFF
+        call.set_string(index, node.real)
+        return node
+
+    def _read(self, call, s, want_dir=False):
+        slot, index, rel, raw = s
+        if raw == b"":
+            self._empty_path(call, slot, index, rel)
+            return
+        node = self.layers.probe(rel)
+        real = node.real
+        if node.upper is not None and node.is_dir and (want_dir or call.name in DIR_FD_CALLS):
+            real = self.listings.get(self.layers, rel)
+        elif not rel and node.lower is not None:
+            real = self.layers.low(rel)  # the mount point's own attributes are the lower's
+        elif raw.endswith(b"/") and not real.endswith(b"/"):
+            real += b"/"
+        self._set(call, index, real, raw)
+
+    def _writable_lower(self, path):
+        return self.layers.mode == "merge" or (self.layers.mode == "mincow" and os.access(path, os.W_OK))
+
+    def _for_change(self, call, s, data=True):
+        """Make the existing name of slot s changeable; returns its node."""
+        slot, index, rel, raw = s
+        node = self.layers.probe(rel)
+        if node.upper is None and node.lower is not None and not stat.S_ISDIR(node.lower.st_mode):
+            if not self._writable_lower(node.real):
+                self.layers.copy_up(node, data=data)
+                node = self.layers.probe(rel)
+        elif node.upper is None and node.lower is not None and not self._writable_lower(node.real):
+            self.layers.ensure_dir(rel)  # a directory changed in place (chmod /usr)
+            node = self.layers.probe(rel)
+        if raw == b"":
+            d = call.dirfd_indices[slot]
+            if d is not None and node.upper is not None:
+                call.args[d] = AT_FDCWD & 0xFFFFFFFFFFFFFFFF
+                call.set_string(index, node.real)
+        else:
+            self._set(call, index, node.real, raw)
+        return node
+
+    def _modify(self, call, s):
+        self._for_change(call, s)
+        return CONTINUE
+
+    def _prepare_new(self, call, s):
+        """A name about to be made: its parent must be an upper directory,
+        and a whiteout of it goes (back if the call fails). Returns the node
+        of the name, or raises the errno of a name that cannot be made."""
+        slot, index, rel, raw = s
+        node = self.layers.probe(rel)
+        if node.exists:
+            raise OSError(errno.EEXIST, os.strerror(errno.EEXIST))
+        parent, _ = _parent(rel)
+        pnode = self.layers.probe(parent)
+        if not pnode.is_dir:
+            # no such directory in the view: the kernel says ENOENT or ENOTDIR
+            self._set(call, index, node.real, raw)
+            return None
+        if self.layers.mode == "mincow" and pnode.upper is None and not node.hidden \
+                and os.access(self.layers.low(parent), os.W_OK | os.X_OK):
+            self._set(call, index, self.layers.low(rel), raw)  # in place (mincow, merge)
+            return node
+        self.layers.ensure_dir(parent)
+        if self.layers.unwhiteout(rel):
+            call.layer_undo.append(lambda: self.layers.whiteout(rel))
+            call.layer_after = getattr(call, "layer_after", [])
+            call.layer_after.append(lambda: self._after_made(rel))
+        call.layer_refresh.append(rel)
+        self._set(call, index, self.layers.up(rel) + (b"/" if raw.endswith(b"/") else b""), raw)
+        return node
+
+    def _after_made(self, rel):
+        # a directory made where a lower one was removed must not show it again
+        up = self.layers.up(rel)
+        if os.path.isdir(up) and not os.path.islink(up) and os.path.lexists(self.layers.low(rel)):
+            self.layers.make_opaque(rel)
+
+    def _create(self, call, s):
+        self._prepare_new(call, s)
+        return CONTINUE_AFTER
+
+    def _open(self, call, s):
+        slot, index, rel, raw = s
+        if call.name == "openat2":
+            flags = struct.unpack("Q", call.read_mem(call.args[2], 8))[0]
+        elif call.name == "creat":
+            flags = O_CREAT | O_WRONLY | O_TRUNC
+        else:
+            flags = call.args[1 if call.name == "open" else 2]
+        if raw == b"":
+            return CONTINUE
+        if not flags & O_WRITES and (flags & O_TMPFILE) != O_TMPFILE:
+            self._read(call, s)
+            return CONTINUE
+        node = self.layers.probe(rel)
+        if (flags & O_TMPFILE) == O_TMPFILE:
+            if node.is_dir:
+                real = node.real if node.upper is not None or self._writable_lower(node.real) \
+                    else self.layers.ensure_dir(rel)
+                self._set(call, index, real, raw)
+            else:
+                self._set(call, index, node.real, raw)
+            return CONTINUE
+        if node.exists:
+            if flags & O_CREAT and flags & O_EXCL:
+                raise OSError(errno.EEXIST, os.strerror(errno.EEXIST))
+            if node.is_dir or not stat.S_ISREG(node.st.st_mode) and not stat.S_ISLNK(node.st.st_mode):
+                # EISDIR from the kernel; devices and fifos are written in place
+                self._set(call, index, node.real, raw)
+                return CONTINUE
+            self._for_change(call, s, data=not flags & O_TRUNC)
+            return CONTINUE
+        if not flags & O_CREAT:
+            self._set(call, index, node.real, raw)
+            return CONTINUE
+        self._prepare_new(call, s)
+        return CONTINUE_AFTER
+
+    def _unlink(self, call, s):
+        slot, index, rel, raw = s
+        rmdir = call.name == "rmdir" or (call.name == "unlinkat" and call.args[2] & AT_REMOVEDIR)
+        node = self.layers.probe(rel)
+        if not node.exists or not rel:
+            self._set(call, index, node.real, raw)
+            return CONTINUE
+        if rmdir and not node.is_dir:
+            raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+        if not rmdir and node.is_dir:
+            raise OSError(errno.EISDIR, os.strerror(errno.EISDIR))
+        if not rmdir and raw.endswith(b"/"):
+            raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+        # a whiteout where the lower layer has the name (even if already
+        # hidden above: one more is harmless)
+        lower = os.path.lexists(self.layers.low(rel))
+        if not lower:
+            self._set(call, index, node.real, raw)  # upper only: the kernel removes it
+            call.layer_refresh.append(rel)
+            return CONTINUE_AFTER
+        if node.upper is None and self._writable_lower(self.layers.low(_parent(rel)[0])):
+            self._set(call, index, node.real, raw)  # in place (mincow, merge)
+            return CONTINUE
+        if self.layers.mode == "merge" and node.upper is not None:
+            self._set(call, index, node.real, raw)
+            call.layer_refresh.append(rel)
+            return CONTINUE_AFTER
+        if rmdir and not self.layers.empty(node):
+            raise OSError(errno.ENOTEMPTY, os.strerror(errno.ENOTEMPTY))
+        self.layers.remove_upper(rel)
+        self.layers.whiteout(rel)
+        return Skip(0)
+
+    def _rename(self, call, slots):
+        if len(slots) < 2:
+            # one side outside this mount: a rename across file systems
+            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+        (_, i_old, r_old, raw_old), new = slots[0], slots[1]
+        _, i_new, r_new, raw_new = new
+        flags = call.args[4] if call.name == "renameat2" else 0
+        old = self.layers.probe(r_old)
+        if not old.exists:
+            self._set(call, i_old, old.real, raw_old)
+            return CONTINUE
+        target = self.layers.probe(r_new)
+        if r_old == r_new:
+            return Skip(0)
+        if flags & RENAME_NOREPLACE and target.exists:
+            raise OSError(errno.EEXIST, os.strerror(errno.EEXIST))
+        if old.is_dir and os.path.lexists(self.layers.low(r_old)):
+            # a lower directory would have to move with all it holds
+            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+        if (r_new + b"/").startswith(r_old + b"/"):
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+        if target.exists and not flags & RENAME_EXCHANGE:
+            if old.is_dir and not target.is_dir:
+                raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+            if not old.is_dir and target.is_dir:
+                raise OSError(errno.EISDIR, os.strerror(errno.EISDIR))
+            if target.is_dir and not self.layers.empty(target):
+                raise OSError(errno.ENOTEMPTY, os.strerror(errno.ENOTEMPTY))
+        if flags & RENAME_EXCHANGE:
+            if not target.exists:
+                raise OSError(errno.ENOENT, os.strerror(errno.ENOENT))
+            if target.is_dir and target.lower is not None:
+                raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+            for n in (old, target):
+                if n.upper is None:
+                    self.layers.copy_up(n)
+            self._set(call, i_old, self.layers.up(r_old), raw_old)
+            self._set(call, i_new, self.layers.up(r_new), raw_new)
+            call.layer_refresh += [r_old, r_new]
+            return CONTINUE_AFTER
+        if old.upper is None:
+            self.layers.copy_up(old)
+        parent, _ = _parent(r_new)
+        if not self.layers.probe(parent).is_dir:
+            self._set(call, i_new, target.real, raw_new)
+            return CONTINUE
+        self.layers.ensure_dir(parent)
+        call.layer_after = []
+        if target.is_dir and os.path.lexists(self.layers.low(r_new)):
+            # replacing a directory of the lower layer (empty in the view):
+            # the upper one may hold whiteouts only; the new one hides the lower
+            self.layers.remove_upper(r_new)
+            call.layer_after.append(lambda: self.layers.make_opaque(r_new))
+        if self.layers.unwhiteout(r_new):
+            call.layer_undo.append(lambda: self.layers.whiteout(r_new))
+        # the old name was seen in the lower layer too: hide it once moved
+        if os.path.lexists(self.layers.low(r_old)):
+            call.layer_after.append(lambda: self.layers.whiteout(r_old))
+        self._set(call, i_old, self.layers.up(r_old), raw_old)
+        self._set(call, i_new, self.layers.up(r_new), raw_new)
+        call.layer_refresh += [r_old, r_new]
+        return CONTINUE_AFTER
+
+    def _link(self, call, slots):
+        if len(slots) < 2:
+            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+        old = slots[0]
+        node = self._for_change(call, old)
+        if not node.exists:
+            return CONTINUE
+        if node.upper is None:  # linked in place (mincow, merge)
+            return CONTINUE
+        self._prepare_new(call, slots[1])
+        return CONTINUE_AFTER
+
+    # --- AF_UNIX sockets ---
+    def _socket(self, call):
+        path = os.path.normpath(self._socket_path(call))
+        rel = self.relative(path)
+        node = self.layers.probe(rel)
+        if call.name == "bind":
+            if node.exists:
+                raise OSError(errno.EADDRINUSE, os.strerror(errno.EADDRINUSE))
+            parent, _ = _parent(rel)
+            if self.layers.probe(parent).is_dir:
+                self.layers.ensure_dir(parent)
+                self.layers.unwhiteout(rel)
+                real = self.layers.up(rel)
+                call.layer_refresh = [rel]
+            else:
+                real = node.real
+        else:
+            real = node.real
+        self._point_sockaddr(call, real)
+        return CONTINUE_AFTER if call.name == "bind" else CONTINUE
