@@ -21,7 +21,11 @@ Configurations:
   umview-unreal  umview -p unreal: a path module loaded, the workload's paths
                outside its mount (fast path, plus the symlink check, plus
                Python for paths that go through a symlink)
+  umview-cow   umview -p viewfs,mount=LAYER:/:cow: a copy-on-write view of
+               the whole file system, a fresh empty layer for every run
   proot        Debian's proot, rootfs /, no options
+  proot-b      proot -b /etc:/etc: PRoot with one bind, that it translates
+               on every path (the closest PRoot has to a mounted view)
   strace       strace -f -o /dev/null
 
 Standard library only. Workloads are prepared in a temporary directory that
@@ -46,8 +50,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 NULL_ENGINE = os.path.join(HERE, "null_path_engine.py") + ":NullPathEngine"
 
-ALL_CONFIGS = ("native", "umview", "umview-null", "umview-unreal", "proot", "strace")
-ALL_WORKLOADS = ("true", "make", "find", "git", "pyimport", "pytest")
+ALL_CONFIGS = ("native", "umview", "umview-null", "umview-unreal", "umview-cow", "proot", "proot-b",
+               "strace")
+ALL_WORKLOADS = ("true", "make", "find", "git", "pyimport", "pytest", "regrtest")
 
 PY_IMPORTS = "import email, json, http.client, asyncio, decimal, xml.dom.minidom, argparse, logging, unittest"
 # Regression tests that do file I/O and take a few seconds together natively.
@@ -55,6 +60,10 @@ PY_IMPORTS = "import email, json, http.client, asyncio, decimal, xml.dom.minidom
 PY_TESTS = ["test_shutil", "test_tempfile", "test_fileio", "test_posixpath", "test_filecmp",
             "test_genericpath", "test_linecache", "test_pathlib"]
 PY_TESTS_QUICK = ["test_posixpath", "test_filecmp"]
+# The CPython regression subset of tests/conformance/test_cpython.py (about a
+# minute natively): the work the cow view of / is measured on.
+REGRTESTS = ["test_os", "test_posix", "test_subprocess", "test_signal", "test_threading",
+             "test_fileio", "test_stat"]
 
 STAT_KEYS = ("processes", "stops", "seccomp_stops", "notifications", "fast_continue", "python_events",
              "skipped", "rewritten", "exit_stops", "path_reads")
@@ -248,8 +257,15 @@ class PyTestWorkload(Workload):
         return " ".join(self.command())
 
 
+class RegrtestWorkload(PyTestWorkload):
+    name = "regrtest"
+
+    def command(self):
+        return [self.args.python, "-m", "test", "-q"] + (REGRTESTS[-2:] if self.args.quick else REGRTESTS)
+
+
 WORKLOAD_CLASSES = {c.name: c for c in (TrueWorkload, MakeWorkload, FindWorkload, GitWorkload,
-                                        PyImportWorkload, PyTestWorkload)}
+                                        PyImportWorkload, PyTestWorkload, RegrtestWorkload)}
 
 
 # --------------------------------------------------------------------------
@@ -276,7 +292,7 @@ def build_configs(args):
     for name in wanted:
         if name == "native":
             configs.append(Config("native", [], None))
-        elif name in ("umview", "umview-null", "umview-unreal"):
+        elif name in ("umview", "umview-null", "umview-unreal", "umview-cow"):
             if not umview:
                 notes.append(f"{name}: skipped, no umview found (build the venv or pass --umview)")
                 continue
@@ -291,6 +307,10 @@ def build_configs(args):
                         p += ["--engine", NULL_ENGINE]
                     elif name == "umview-unreal":
                         p += ["-p", "unreal"]
+                    elif name == "umview-cow":
+                        # a fresh layer per run, next to the stats file (removed with it)
+                        layer = tempfile.mkdtemp(prefix="layer-", dir=os.path.dirname(stats_file))
+                        p += ["-p", f"viewfs,mount={layer}:/:cow"]
                     return p + ["--"]
 
                 configs.append(Config(label, prefix, umview, spin))
@@ -300,6 +320,12 @@ def build_configs(args):
                 notes.append("proot: skipped, not installed (apt-get install proot)")
                 continue
             configs.append(Config("proot", [tool], tool))
+        elif name == "proot-b":
+            tool = shutil.which("proot")
+            if not tool:
+                notes.append("proot-b: skipped, not installed (apt-get install proot)")
+                continue
+            configs.append(Config("proot-b", [tool, "-b", "/etc:/etc"], tool))
         elif name == "strace":
             tool = shutil.which("strace")
             if not tool:

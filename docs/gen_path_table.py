@@ -15,6 +15,9 @@ SPECIAL = {
     "umount2": "a viewfs target: served by the module; else rewritten and passed on",
     "chdir": "the cwd tracker records the virtual cwd when a mount rewrote the path",
     "getcwd": "",
+    "execve": "always seen by the cwd tracker: a #! script whose interpreter lies under a mount runs "
+              "that interpreter, with the kernel's argument list (64-bit callers)",
+    "execveat": "as execve",
 }
 
 

@@ -14,7 +14,11 @@ process made it. For a process whose cwd is virtual it
   virtual paths before the mounts see them (the C core hands every such call
   to Python: it knows which processes have a virtual cwd);
 - follows chdir(2) and fchdir(2): the cwd is virtual exactly when the path
-  the kernel received differs from the one the process named.
+  the kernel received differs from the one the process named;
+- runs ``#!`` scripts whose interpreter lies under a mount (the kernel would
+  look for the interpreter in the real file system): execve(2) of such a
+  script becomes the execve of the interpreter, with the argument list the
+  kernel would have made.
 
 fchdir needs the virtual path of a directory fd: the tracker remembers it for
 fds opened through a mount, and checks at fchdir time that the fd still refers
@@ -32,6 +36,9 @@ from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip, under_any
 from umview.pathwalk import follows_last, walk
 
 AT_FDCWD = -100
+AT_EMPTY_PATH = 0x1000
+EXECS = {"execve": (0, 1), "execveat": (1, 2)}  # path and argv argument indexes
+BINPRM_BUF_SIZE = 256  # what the kernel reads of a #! line
 OPENS = frozenset({"open", "openat", "openat2", "creat"})
 MAX_FD_PATHS = 65536
 
@@ -44,7 +51,7 @@ def _signed(v):
 class CwdTracker(Engine):
     name = "cwd"
     description = "virtual current directories"
-    syscalls = frozenset({"chdir", "fchdir", "getcwd"})
+    syscalls = frozenset({"chdir", "fchdir", "getcwd", "execve", "execveat"})
     newest = True
     mounts_later = True
     walks_symlinks = True
@@ -145,6 +152,9 @@ class CwdTracker(Engine):
             self._resolve_symlinks(call)
         if call.name == "fchdir":
             return CONTINUE_AFTER
+        if call.name in EXECS and self.mounts:
+            self._interpreter(call)
+            return CONTINUE
         if call.name in OPENS and not any(p is not None and under_any(p, self.prefixes)
                                           for p in call.paths()):
             return CONTINUE  # not through a mount: nothing to remember about the fd
@@ -172,6 +182,53 @@ class CwdTracker(Engine):
             real = self._fd_target(call.tid, call.retval)
             if real is not None and len(self.fd_paths) < MAX_FD_PATHS:
                 self.fd_paths[(g, call.retval)] = (call.virtual, real)
+
+    def _interpreter(self, call):
+        pidx, aidx = EXECS[call.name]
+        if call.abi != "x86_64" or (call.name == "execveat" and call.args[4] & AT_EMPTY_PATH):
+            return
+        path = call.paths()[0]
+        if path is None:
+            return
+        try:
+            with open(self.realize(path), "rb") as f:
+                head = f.read(BINPRM_BUF_SIZE)
+        except OSError:
+            return  # the kernel says why
+        if not head.startswith(b"#!"):
+            return
+        line = head[2:].split(b"\n", 1)[0].strip(b" \t")
+        interp, _, arg = line.replace(b"\t", b" ").partition(b" ")
+        arg = arg.strip(b" ")
+        if not interp.startswith(b"/"):
+            return
+        resolved, crossed = walk(interp, self.realize, True)
+        if not crossed:
+            return  # not under a mount: the kernel finds it
+        # the kernel's argument list: interpreter, its optional argument, the
+        # script as the process named it, then the process's argv[1:]
+        argv = []
+        addr = call.args[aidx]
+        while addr and len(argv) < 8192:
+            ptr = int.from_bytes(call.read_mem(addr + 8 * len(argv), 8), "little")
+            if not ptr:
+                break
+            argv.append(ptr)
+        else:
+            if addr:
+                return  # too many to rebuild here: leave it to the kernel
+        script = core.read_string(call.tid, call.orig_args[pidx])
+        strings = [interp] + ([arg] if arg else []) + [script]
+        ptrs = []
+        for s in strings:
+            where = call.alloc(len(s) + 1)
+            call.write_mem(where, s + b"\0")
+            ptrs.append(where)
+        table = ptrs + argv[1:] + [0]
+        where = call.alloc(8 * len(table))
+        call.write_mem(where, b"".join(p.to_bytes(8, "little") for p in table))
+        call.args[aidx] = where
+        call.set_string(pidx, resolved)
 
     # --- helpers ---
     @staticmethod

@@ -140,3 +140,18 @@ def test_trailing_slash_and_missing_dir_before_dotdot_as_natively(tmp_path):
     native = run([sys.executable, "-c", script, str(tmp_path / "n")])
     viewed = run(umview_argv("-p", "unreal", "--", sys.executable, "-c", script, f"/unreal{tmp_path}/v"))
     assert viewed.stdout == native.stdout, viewed.stderr
+
+
+def test_script_whose_interpreter_lies_under_the_mount_runs(tmp_path):
+    # the kernel looks for a #! interpreter in the real file system: natively
+    # /unreal/bin/sh does not exist, in the view it is /bin/sh
+    script = tmp_path / "s.sh"
+    script.write_text('#!/unreal/bin/sh -e\necho "$0|$*"\n')
+    script.chmod(0o755)
+    native = run(["bash", "-c", f"{script} a"])
+    assert native.returncode != 0
+    r = run(umview_argv("-p", "unreal", "--", "bash", "-c",
+                        f'cd {tmp_path} && ./s.sh a "b c" && /unreal{script} d && {script}'),
+            cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().splitlines() == ["./s.sh|a b c", f"/unreal{script}|d", f"{script}|"]
