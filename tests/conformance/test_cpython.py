@@ -25,13 +25,14 @@ RUN_TIMEOUT = 400  # seconds for one run of all files
 FILE_TIMEOUT = 240  # regrtest dumps the tracebacks and stops past this, per file
 
 
-def regrtest(prefix, workdir, seen_as=None):
+def regrtest(prefix, workdir, seen_as=None, layer=None):
     """Run the regression tests (serially, one process) under `prefix`;
     (exit code, {test case: "passed" | "skipped" | "failed"}, log). With
     seen_as, the tests work in the directory the view shows at that path
-    (their cwd and TMPDIR), which is workdir for real."""
+    (their cwd and TMPDIR), which is workdir for real. With layer (a cow
+    view), what they write lands in that layer."""
     workdir.mkdir(exist_ok=True)
-    xml = workdir / "results.xml"
+    xml = workdir / "results.xml" if layer is None else layer / str(workdir).lstrip("/") / "results.xml"
     inside = str(seen_as or workdir)
     argv = [*prefix, "bash", "-c", 'cd "$1" && shift && exec "$@"', "regrtest", inside,
             sys.executable, "-m", "test", "--timeout", str(FILE_TIMEOUT),
@@ -79,12 +80,13 @@ def native(tmp_path_factory):
     return regrtest([], tmp_path_factory.mktemp("cpython") / "native")
 
 
-@pytest.mark.parametrize("engine", ["no-engine", "PassPathsEverywhere", "unreal", "viewfs"])
+@pytest.mark.parametrize("engine", ["no-engine", "PassPathsEverywhere", "unreal", "viewfs", "cow-root"])
 def test_cpython_regression_tests_pass_under_umview_as_natively(native, engine, tmp_path):
     """no-engine, PassPathsEverywhere: the tests in a real directory. unreal,
-    viewfs: the tests working (cwd, TMPDIR) inside a path module's mount."""
+    viewfs: the tests working (cwd, TMPDIR) inside a path module's mount.
+    cow-root: in a copy-on-write view of the whole file system."""
     native_rc, native_results, native_log = native
-    workdir, seen_as = tmp_path / "umview", None
+    workdir, seen_as, layer = tmp_path / "umview", None, None
     if engine == "no-engine":
         opts = []
     elif engine == "unreal":
@@ -93,9 +95,12 @@ def test_cpython_regression_tests_pass_under_umview_as_natively(native, engine, 
         workdir.mkdir()
         (tmp_path / "mnt").mkdir()
         opts, seen_as = ["-p", f"viewfs,mount={workdir}:{tmp_path / 'mnt'}"], tmp_path / "mnt"
+    elif engine == "cow-root":
+        layer = tmp_path / "layer"
+        opts = ["-p", f"viewfs,mount={layer}:/:cow"]
     else:
         opts = engine_opts(engine)
-    rc, results, log = regrtest(umview_argv(*opts, "--"), workdir, seen_as)
+    rc, results, log = regrtest(umview_argv(*opts, "--"), workdir, seen_as, layer)
 
     assert len(native_results) > 1000, native_log[-3000:]
     missing = sorted(set(native_results) - set(results))
