@@ -57,8 +57,10 @@ def read_string(tid, addr, limit=_PATH_MAX):
     Never reads past the page holding the NUL. OSError(EFAULT) for a bad
     pointer, OSError(ENAMETOOLONG) if there is no NUL within limit-1 bytes.
     """
-    buf = ffi.new("char[]", limit)
-    n = check(lib.um_read_string(tid, addr, buf, limit))
+    # um_read_string reads at most size-1 bytes looking for the NUL: one more
+    # than limit-1, or a string of limit-1 bytes (a path of 4095) is too long
+    buf = ffi.new("char[]", limit + 1)
+    n = check(lib.um_read_string(tid, addr, buf, limit + 1))
     return ffi.buffer(buf, n)[:]
 
 

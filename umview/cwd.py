@@ -238,7 +238,10 @@ class CwdTracker(Engine):
             d = call.dirfd_indices[slot]
             if d is not None and _signed(call.args[d]) != AT_FDCWD:
                 continue
-            path = call.read_string(index)
+            try:
+                path = call.read_string(index)
+            except OSError:
+                continue  # the kernel gives the errno
             if not path or path.startswith(b"/"):
                 continue
             joined = vcwd.rstrip(b"/") + b"/" + path
@@ -250,7 +253,10 @@ class CwdTracker(Engine):
         """Walk each path argument in the view (symlinks followed through the
         mounts); rewrite it where that differs from the lexical result."""
         for slot, index in enumerate(call.path_indices):
-            path = call.read_string(index)
+            try:
+                path = call.read_string(index)
+            except OSError:
+                continue  # a bad pointer or no NUL: the kernel gives the errno
             if not path:
                 continue
             if not path.startswith(b"/"):

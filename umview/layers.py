@@ -33,6 +33,7 @@ import errno
 import itertools
 import logging
 import os
+import re
 import shutil
 import stat
 import struct
@@ -40,6 +41,7 @@ import tempfile
 
 from umview import core
 from umview.engine import CONTINUE, CONTINUE_AFTER, Skip
+from umview.pathwalk import follows_last
 from umview.service import RedirectMount
 
 log = logging.getLogger("umview")
@@ -380,6 +382,15 @@ UNLINK = frozenset({"unlink", "unlinkat", "rmdir"})
 RENAME = frozenset({"rename", "renameat", "renameat2"})
 LINK = frozenset({"link", "linkat"})
 OPENS = frozenset({"open", "openat", "openat2", "creat"})
+READLINK = frozenset({"readlink", "readlinkat"})
+SOCKET_CALLS = frozenset({"bind", "connect"})
+ACCESS = frozenset({"access", "faccessat", "faccessat2"})
+W_OK = 2
+# stat of an open file (fstat is newfstatat(fd, "", AT_EMPTY_PATH) in glibc):
+# the C core lets an empty path through whatever its fd, so these are claimed
+# whole to catch the fds of listing directories (the fstat syscall itself is
+# not: a program that makes it sees the placeholder's inode)
+FD_STATS = frozenset({"newfstatat", "fstatat64", "statx"})
 # calls that act on a directory of the view, which a listing directory stands for
 DIR_FD_CALLS = frozenset({"chdir"}) | OPENS
 
@@ -389,6 +400,14 @@ def _signed(v):
     return v - (1 << 32) if v & 0x80000000 else v
 
 
+# pseudo file systems: never layered (nothing to copy up; /proc/self is the
+# caller's own), they stay real under a layered mount
+PSEUDO = (b"/proc", b"/sys", b"/dev")
+# a magic link of procfs that the kernel follows to an open file
+PROC_FD = re.compile(rb"/proc/(self|thread-self|[0-9]+)(?:/task/([0-9]+))?/fd/([0-9]+)(/.*)?\Z", re.S)
+PROC_FD_PREFIXES = (b"/proc/self/fd", b"/proc/thread-self/fd")
+
+
 class LayeredMount(RedirectMount):
     """The engine of one layered mount."""
 
@@ -396,20 +415,26 @@ class LayeredMount(RedirectMount):
         self.layers = Layers(upper, lower, mode, on_change=self._changed)
         self.listings = Listings()
         super().__init__(target, self._real_path, name=name, exceptions=exceptions)
+        pseudo = tuple(p for p in PSEUDO if self.relative(p) is not None)
+        self.exceptions += pseudo
         self.mode = mode
         self.set_entries = set()
         # the C core can let a call through only where the lower layer is the
-        # real tree at the same path; otherwise every call under it is ours
-        self.prefixes = (self.listings.root,)
+        # real tree at the same path; otherwise every call under it is ours.
+        # /proc/self/fd/N names an open file: one of a listing directory or of
+        # the lower layer must reach this engine as the view's path
+        self.prefixes = (self.listings.root,) + PROC_FD_PREFIXES
         if self.layers.lower == self.target and hasattr(core, "layer_add"):
             self.layered_prefixes = (self.target,)
-            self.real_prefixes = tuple(p for p in (b"/proc", b"/sys", b"/dev") if self.relative(p) is not None) \
-                + self.exceptions
+            self.real_prefixes = self.exceptions
             self.layer_in_core = True
         else:
             self.prefixes += (self.target,)
             self.layer_in_core = False
         self.fd_check = True
+        self.syscalls = self.syscalls | FD_STATS
+        from umview.arch import signatures
+        self.nofollow_rule = signatures.nofollow_rule
 
     # --- the C core's layer set ---
     def _vpath(self, rel):
@@ -469,25 +494,75 @@ class LayeredMount(RedirectMount):
             return rel
         return super().relative(path)
 
+    def _proc_fd(self, path, call):
+        """(what the kernel finds behind /proc/PID/fd/N, the rest of the path)
+        for such a magic link, else None."""
+        m = PROC_FD.match(path)
+        if m is None:
+            return None
+        who, task, fd, rest = m.groups()
+        pid = task or (str(call.tid).encode() if who in (b"self", b"thread-self") else who)
+        try:
+            return os.readlink(b"/proc/" + pid + b"/fd/" + fd), (rest or b"").strip(b"/")
+        except OSError:
+            return None  # the kernel says what is wrong
+
+    def _relative(self, call, slot, path):
+        """relative(), and for a magic link /proc/PID/fd/N[/rest] that the call
+        follows, the view's path of the open file, when that file is a
+        listing directory of this mount or a file of its lower layer."""
+        found = self._proc_fd(path, call)
+        if found is None:
+            return self.relative(path)
+        link, rest = found
+        if not rest and not follows_last(self.nofollow_rule(call.name, call.path_indices[slot]), call.args):
+            return None  # the link itself (lstat): the kernel's
+        rel = self.listings.relative(link)
+        if rel is not None:
+            return _join(rel, rest) if rest else rel
+        up, low = self.layers.upper, self.layers.lower.rstrip(b"/")
+        if link == up or link.startswith(up + b"/") or not link.startswith(low + b"/"):
+            return None  # a file of the upper layer, or not of this mount: the kernel has it
+        return self.relative(_join(_join(self.target, link[len(low) + 1:]), rest))
+
+    def _listing_readlink(self, call):
+        """readlink of /proc/PID/fd/N for a listing directory: the view's path
+        of the directory it stands for (else None)."""
+        if call.name not in READLINK:
+            return None
+        path = call.paths()[0]
+        found = path is not None and self._proc_fd(path, call)
+        if not found or found[1]:
+            return None
+        rel = self.listings.relative(found[0])
+        return None if rel is None else _join(self.target, rel)
+
     def _real_path(self, rel):
         return self.layers.probe(rel).real
 
     def wants(self, call):
-        if call.name in self.syscalls:
+        if call.name in SOCKET_CALLS:
             return self._socket_path(call) is not None
         if call.name in self.path_syscalls:
-            return any(p is not None and self.relative(p) is not None for p in call.paths())
+            return self._listing_readlink(call) is not None or any(
+                p is not None and self._relative(call, slot, p) is not None for slot, p in enumerate(call.paths()))
         return False
 
     # --- calls ---
     def enter(self, call):
-        if call.name in self.syscalls:
+        if call.name in SOCKET_CALLS:
             return self._socket(call)
+        vpath = self._listing_readlink(call)
+        if vpath is not None:
+            buf, size = call.args[1:3] if call.name == "readlink" else call.args[2:4]
+            data = vpath[:size]
+            call.write_mem(buf, data)
+            return Skip(len(data))
         slots = []
         for slot, path in enumerate(call.paths()):
             if path is None:
                 continue
-            rel = self.relative(path)
+            rel = self._relative(call, slot, path)
             if rel is None:
                 continue
             index = call.path_indices[slot]
@@ -496,6 +571,13 @@ class LayeredMount(RedirectMount):
         if not slots:
             return CONTINUE
         name = call.name
+        if None in call.paths():
+            # another path argument is bad (EFAULT, EBADF, ENAMETOOLONG...):
+            # the call fails, with the errno the kernel finds first
+            for s in slots:
+                if s[3]:
+                    self._set(call, s[1], self.layers.probe(s[2]).real, s[3])
+            return CONTINUE
         call.layer_undo = []
         call.layer_refresh = []
         if name in OPENS:
@@ -510,6 +592,8 @@ class LayeredMount(RedirectMount):
             return self._create(call, slots[0])
         if name in MODIFY:
             return self._modify(call, slots[0])
+        if name in ACCESS:
+            return self._access(call, slots[0])
         for s in slots:
             self._read(call, s)
         return CONTINUE
@@ -564,7 +648,10 @@ class LayeredMount(RedirectMount):
         self._set(call, index, real, raw)
 
     def _writable_lower(self, path):
-        return self.layers.mode == "merge" or (self.layers.mode == "mincow" and os.access(path, os.W_OK))
+        # a symlink itself, not what it points to (maybe nothing): changing
+        # one (lchown, utimensat) is the kernel's to allow or refuse
+        return self.layers.mode == "merge" or (
+            self.layers.mode == "mincow" and os.access(path, os.W_OK, follow_symlinks=False))
 
     def _for_change(self, call, s, data=True):
         """Make the existing name of slot s changeable; returns its node."""
@@ -590,10 +677,31 @@ class LayeredMount(RedirectMount):
         self._for_change(call, s)
         return CONTINUE
 
-    def _prepare_new(self, call, s):
+    def _access(self, call, s):
+        """access(2) with W_OK on a name that a write would copy up first
+        (cow; mincow where the user may not write it): the answer is the
+        copy's, which the user owns with the same mode, not the lower
+        file's (a read-only file system, another owner)."""
+        slot, index, rel, raw = s
+        i_mode = 1 if call.name == "access" else 2
+        mode = call.args[i_mode]
+        node = self.layers.probe(rel)
+        st = node.st
+        if not mode & W_OK or node.upper is not None or st is None or stat.S_ISLNK(st.st_mode) \
+                or self.layers.mode == "merge" or self._writable_lower(node.real):
+            self._read(call, s)
+            return CONTINUE
+        if not (self.layers.root or stat.S_ISDIR(st.st_mode) or st.st_mode & stat.S_IWUSR):
+            raise OSError(errno.EACCES, os.strerror(errno.EACCES))
+        self._read(call, s)
+        call.args[i_mode] = mode & ~W_OK  # the rest (R_OK, X_OK, F_OK) is the kernel's
+        return CONTINUE
+
+    def _prepare_new(self, call, s, in_place=True):
         """A name about to be made: its parent must be an upper directory,
         and a whiteout of it goes (back if the call fails). Returns the node
-        of the name, or raises the errno of a name that cannot be made."""
+        of the name, or raises the errno of a name that cannot be made.
+        in_place=False: the name must be made in the upper layer."""
         slot, index, rel, raw = s
         node = self.layers.probe(rel)
         if node.exists:
@@ -604,9 +712,13 @@ class LayeredMount(RedirectMount):
             # no such directory in the view: the kernel says ENOENT or ENOTDIR
             self._set(call, index, node.real, raw)
             return None
-        if self.layers.mode == "mincow" and pnode.upper is None and not node.hidden \
+        # mincow: made in place where the lower directory shows through and
+        # the user may write it, whether or not the upper layer has the
+        # directory too (the mount's root always has one)
+        if in_place and self.layers.mode == "mincow" and pnode.lower is not None and not node.hidden \
                 and os.access(self.layers.low(parent), os.W_OK | os.X_OK):
-            self._set(call, index, self.layers.low(rel), raw)  # in place (mincow, merge)
+            self._set(call, index, self.layers.low(rel), raw)
+            call.layer_refresh.append(rel)
             return node
         self.layers.ensure_dir(parent)
         if self.layers.unwhiteout(rel):
@@ -711,6 +823,13 @@ class LayeredMount(RedirectMount):
         target = self.layers.probe(r_new)
         if r_old == r_new:
             return Skip(0)
+        if self._rename_in_place(old, target):
+            # mincow, merge: both names in the lower layer, which the user
+            # may change: the kernel renames there (a directory too)
+            self._set(call, i_old, old.real, raw_old)
+            self._set(call, i_new, self.layers.low(r_new), raw_new)
+            call.layer_refresh += [r_old, r_new]
+            return CONTINUE_AFTER
         if flags & RENAME_NOREPLACE and target.exists:
             raise OSError(errno.EEXIST, os.strerror(errno.EEXIST))
         if old.is_dir and os.path.lexists(self.layers.low(r_old)):
@@ -760,16 +879,42 @@ class LayeredMount(RedirectMount):
         call.layer_refresh += [r_old, r_new]
         return CONTINUE_AFTER
 
+    def _rename_in_place(self, old, target):
+        if self.layers.mode == "cow" or old.upper is not None or old.lower is None:
+            return False
+        if target.upper is not None or target.hidden:
+            return False
+        pnode = self.layers.probe(_parent(target.rel)[0])
+        return pnode.lower is not None \
+            and self._writable_lower(self.layers.low(_parent(old.rel)[0])) \
+            and self._writable_lower(self.layers.low(pnode.rel))
+
     def _link(self, call, slots):
         if len(slots) < 2:
             raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
-        old = slots[0]
-        node = self._for_change(call, old)
-        if not node.exists:
+        (_, i_old, r_old, raw_old), new = slots[0], slots[1]
+        old = self.layers.probe(r_old)
+        if not old.exists or old.is_dir:
+            # ENOENT, or EPERM for a directory: the kernel says which
+            self._set(call, i_old, old.real, raw_old)
             return CONTINUE
-        if node.upper is None:  # linked in place (mincow, merge)
-            return CONTINUE
-        self._prepare_new(call, slots[1])
+        # both names must end up in one layer: the lower one when the file is
+        # there and the new name may be made there too (mincow, merge: the
+        # link stays a link of the lower file), else the upper one, where a
+        # lower file is copied up first
+        if old.upper is None:
+            r_new = new[2]
+            target = self.layers.probe(r_new)
+            pnode = self.layers.probe(_parent(r_new)[0])
+            if self.layers.mode != "cow" and not target.exists and not target.hidden \
+                    and pnode.lower is not None and self._writable_lower(self.layers.low(pnode.rel)):
+                self._set(call, i_old, old.real, raw_old)
+                self._set(call, new[1], self.layers.low(r_new), new[3])
+                call.layer_refresh.append(r_new)
+                return CONTINUE_AFTER
+            self.layers.copy_up(old)
+        self._set(call, i_old, self.layers.up(r_old), raw_old)
+        self._prepare_new(call, new, in_place=False)
         return CONTINUE_AFTER
 
     # --- AF_UNIX sockets ---

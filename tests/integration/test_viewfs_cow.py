@@ -1,0 +1,493 @@
+"""viewfs in modes cow, mincow and merge.
+
+A differential test on a scratch tree: the same shell script runs natively on a
+copy of the tree and under umview in a layered view of the original; the trees
+the two runs leave (as the view shows it) must be the same, and what the
+original became must follow the mode (cow: untouched; mincow, for a tree the
+user may write, and merge: changed as natively). A second view on the same
+layer sees what the first one left.
+
+Then the acceptance of a copy-on-write view of `/`: a program believes it
+changed the system (files in /etc, /usr/local, /opt, /srv, a pip install into
+the system site-packages, a git repository) while every real file stays
+byte-identical; the layer holds the changes and a later view sees them. And
+bad input in such a view gives the errno the kernel gives natively.
+"""
+import base64
+import csv
+import hashlib
+import io
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import zipfile
+from functools import lru_cache
+
+import pytest
+
+from conftest import run, umview_argv
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROGS = os.path.join(HERE, "progs")
+NOBODY = 65534
+USERS = ["root", "nobody"]
+
+
+def as_user(user, argv):
+    if user == "root":
+        return list(argv)
+    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv]
+
+
+# the test's python may live where an unprivileged user cannot reach it (a
+# pyenv under /root): umview then runs on the system python, with this
+# environment's site-packages (same minor version; the C core is abi3)
+SYSTEM_PY = "/usr/bin/python3"
+LAUNCH = "import site, sys; site.addsitedir(sys.argv[1]); from umview.cli import main; sys.exit(main(sys.argv[2:]))"
+
+
+@lru_cache(None)
+def _reachable_by_nobody(python):
+    return subprocess.run(as_user("nobody", [python, "-c", "import umview.core"]), capture_output=True).returncode == 0
+
+
+def umview_for(user, *opts):
+    """argv that runs umview with opts as user."""
+    if user == "root" or _reachable_by_nobody(sys.executable):
+        return as_user(user, umview_argv(*opts))
+    if not os.path.exists(SYSTEM_PY) or subprocess.run(
+            [SYSTEM_PY, "-c", f"import sys; sys.exit(sys.version_info[:2] != {tuple(sys.version_info[:2])})"]).returncode:
+        pytest.skip(f"an unprivileged user cannot run {sys.executable}, and {SYSTEM_PY} is another version")
+    return as_user(user, [SYSTEM_PY, "-c", LAUNCH, sysconfig.get_paths()["purelib"], *opts])
+
+
+def need_user(user):
+    if os.geteuid() != 0:
+        pytest.skip("needs root (to run as root, or to switch to an unprivileged user)")
+    if user != "root" and shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv to run as an unprivileged user")
+
+
+@pytest.fixture
+def scratch():
+    """A temporary directory that an unprivileged user may reach (pytest's
+    tmp_path is mode 0700 under root's own directory)."""
+    d = tempfile.mkdtemp(prefix="umview-cow-")
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def chown_tree(path, uid):
+    for dirpath, dirnames, filenames in os.walk(path):
+        os.lchown(dirpath, uid, uid)
+        for n in dirnames + filenames:
+            os.lchown(os.path.join(dirpath, n), uid, uid)
+
+
+# --- what a tree looks like: names, types, modes, contents, link targets ------------
+
+SNAPSHOT = r"""
+import hashlib, json, os, stat, sys
+out = {}
+root = sys.argv[1]
+for dirpath, dirnames, filenames in os.walk(root):
+    dirnames.sort()
+    for n in sorted(dirnames + filenames):
+        p = os.path.join(dirpath, n)
+        st = os.lstat(p)
+        rel = os.path.relpath(p, root)
+        if stat.S_ISLNK(st.st_mode):
+            out[rel] = ["l", os.readlink(p)]
+        elif stat.S_ISDIR(st.st_mode):
+            out[rel] = ["d", oct(stat.S_IMODE(st.st_mode))]
+        elif stat.S_ISREG(st.st_mode):
+            with open(p, "rb") as f:
+                out[rel] = ["f", oct(stat.S_IMODE(st.st_mode)), hashlib.sha256(f.read()).hexdigest()]
+        else:
+            out[rel] = ["?", oct(st.st_mode)]
+print(json.dumps(out, sort_keys=True))
+"""
+
+
+def snapshot(root):
+    """The tree under root, as this process sees it."""
+    r = subprocess.run([sys.executable, "-c", SNAPSHOT, root], capture_output=True, check=True)
+    return json.loads(r.stdout)
+
+
+def make_tree(root):
+    """A scratch tree with a bit of everything the script changes."""
+    def w(rel, data, mode=0o644):
+        p = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "w") as f:
+            f.write(data)
+        os.chmod(p, mode)
+
+    for rel in ("file1", "file2", "file3", "file4", "touched", "replaced"):
+        w("lower/" + rel, f"lower {rel}\n")
+    w("lower/exec", "#!/bin/sh\necho hi\n", 0o755)
+    w("lower/trunc", "0123456789\n")
+    w("lower/subdir/a", "a\n")
+    w("lower/subdir/deeper/b", "b\n")
+    w("lower/cpsrc/x", "x\n", 0o600)
+    os.symlink("x", os.path.join(root, "lower/cpsrc/lx"))
+    w("lowerdir2/inner/f", "inner\n")
+    w("lowerdir2/g", "g\n", 0o640)
+    w("full/f", "full\n")
+    os.symlink("lower/file1", os.path.join(root, "lnk"))
+    os.makedirs(os.path.join(root, "opt"))
+    os.makedirs(os.path.join(root, "empty"))
+    os.chmod(os.path.join(root, "lowerdir2/inner"), 0o750)
+
+
+SCRIPT = r"""
+set -u
+cd "$ROOT" || exit 99
+s() { "$@"; echo "$* -> $?"; }
+s sh -c 'echo x > new.txt'
+s sh -c 'echo more >> lower/file1'
+s rm lower/file2
+s rm -r lower/subdir
+s mkdir -p a/b/c
+s mv lower/file3 a/b/file3
+s mv lowerdir2 moved2
+s mkdir newdir
+s sh -c 'echo n > newdir/f'
+s mv newdir newdir2
+s chmod 600 lower/file1
+s chmod 700 lower/exec
+s chmod 711 moved2/inner
+s ln -s ../lower/file1 a/link
+s ln lower/file4 a/hard
+s sh -c 'echo via-hard-link >> a/hard'
+s cat lower/file4
+s touch lower/touched new-touched
+s truncate -s 3 lower/trunc
+s cp -a lower/cpsrc cpdst
+s tar xf "$TARBALL" -C opt
+s mkdir lower/subdir
+s sh -c 'echo again > lower/subdir/new'
+s rm lnk
+s ln -s lower/exec lnk
+s rmdir empty
+s mkdir empty
+python3 - <<'EOF'
+import errno, os
+def attempt(label, f, *a):
+    try:
+        f(*a)
+        print(label, "ok")
+    except OSError as e:
+        print(label, errno.errorcode[e.errno])
+attempt("rename over an existing file:", os.rename, "new.txt", "lower/replaced")
+attempt("O_CREAT|O_EXCL on a lower file:", os.open, "lower/file4", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+attempt("rmdir of a non-empty dir:", os.rmdir, "full")
+attempt("rmdir of a non-empty copied-up dir:", os.rmdir, "lower")
+attempt("mkdir of an existing dir:", os.mkdir, "lower")
+attempt("unlink of a dir:", os.unlink, "lower")
+attempt("unlink of a removed file:", os.unlink, "lower/file2")
+attempt("rename to a missing dir:", os.rename, "lower/touched", "nodir/x")
+for d in (".", "lower", "a", "a/b", "moved2", "opt", "lower/subdir"):
+    print(d, sorted(os.listdir(d)))
+print(open("lower/replaced").read(), end="")
+print(open("lower/file1").read(), end="")
+print(os.readlink("a/link"), os.readlink("lnk"))
+print(os.stat("a/hard").st_nlink, os.path.samestat(os.stat("a/hard"), os.stat("lower/file4")))
+EOF
+s cat a/link moved2/inner/f newdir2/f opt/t/readme
+find . -mindepth 1 | sort
+"""
+
+
+def make_tarball(path):
+    src = path + ".src"
+    os.makedirs(src + "/t/sub")
+    with open(src + "/t/readme", "w") as f:
+        f.write("from the tarball\n")
+    with open(src + "/t/sub/tool", "w") as f:
+        f.write("#!/bin/sh\n")
+    os.chmod(src + "/t/sub/tool", 0o755)
+    os.symlink("sub/tool", src + "/t/tool")
+    subprocess.run(["tar", "cf", path, "-C", src, "t"], check=True)
+    shutil.rmtree(src)
+
+
+def script_env(root, scratch):
+    return dict(os.environ, ROOT=root, TARBALL=os.path.join(scratch, "t.tar"), LC_ALL="C", HOME=scratch,
+                PATH="/usr/local/bin:/usr/bin:/bin")
+
+
+@pytest.fixture
+def trees(scratch):
+    """(original tree, native copy, layer): the copy, made with cp -a, is what
+    the script runs on natively."""
+    orig, native, layer = (os.path.join(scratch, n) for n in ("orig", "native", "layer"))
+    os.mkdir(orig)
+    make_tree(orig)
+    make_tarball(os.path.join(scratch, "t.tar"))
+    subprocess.run(["cp", "-a", orig, native], check=True)
+    return orig, native, layer
+
+
+def view_argv(user, layer, target, mode, *cmd):
+    return umview_for(user, "-p", f"viewfs,mount={layer}:{target}:{mode}", "--", *cmd)
+
+
+@pytest.mark.parametrize("user", USERS)
+@pytest.mark.parametrize("mode", ["cow", "mincow", "merge"])
+def test_script_in_a_layered_view_does_what_it_does_natively(trees, scratch, mode, user):
+    need_user(user)
+    orig, native, layer = trees
+    if user != "root":
+        chown_tree(scratch, NOBODY)
+    before = snapshot(orig)
+    nat = run(as_user(user, ["bash", "-c", SCRIPT]), env=script_env(native, scratch), cwd=scratch)
+    assert nat.returncode == 0, nat.stderr
+    assert b"-> 1" not in nat.stdout, nat.stdout.decode()  # the script itself is sound
+    expected = snapshot(native)
+    viewed = run(view_argv(user, layer, orig, mode, "bash", "-c", SCRIPT + '\npython3 -c "$SNAP" "$ROOT"'),
+                 env=dict(script_env(orig, scratch), SNAP=SNAPSHOT), cwd=scratch)
+    out, _, snap = viewed.stdout.decode().rpartition("\n{")
+    assert out.splitlines() == nat.stdout.decode().splitlines(), viewed.stderr.decode()
+    assert (viewed.stderr.decode(), viewed.returncode) == (nat.stderr.decode(), nat.returncode)
+    assert json.loads("{" + snap) == expected
+    # the real tree: untouched by cow, changed as natively by mincow (the user
+    # may write all of it); merge changes what was there in place and puts new
+    # names in the layer, so only the union is checked
+    if mode == "cow":
+        assert snapshot(orig) == before
+        assert os.listdir(layer)
+    elif mode == "mincow":
+        assert snapshot(orig) == expected
+    # a second view on the same layer sees the same tree
+    again = run(view_argv(user, layer, orig, mode, "python3", "-c", SNAPSHOT, orig), env=script_env(orig, scratch))
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout) == expected
+
+
+# --- a copy-on-write view of / -------------------------------------------------------
+
+PKG = "umview_probe_pkg"
+
+
+def make_wheel(directory):
+    """A tiny pure-Python wheel, written by hand (no build, no network)."""
+    files = {
+        f"{PKG}/__init__.py": b'VALUE = "probe 1.0"\n',
+        f"{PKG}-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: umview-probe-pkg\nVersion: 1.0\n",
+        f"{PKG}-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = io.StringIO()
+    writer = csv.writer(record, lineterminator="\n")
+    for name, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        writer.writerow([name, f"sha256={digest}", len(data)])
+    writer.writerow([f"{PKG}-1.0.dist-info/RECORD", "", ""])
+    files[f"{PKG}-1.0.dist-info/RECORD"] = record.getvalue().encode()
+    path = os.path.join(directory, f"{PKG}-1.0-py3-none-any.whl")
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    return path
+
+
+ACCEPTANCE = r"""
+set -eu
+echo x > /etc/umview-probe
+rm /etc/hostname
+mkdir -p /usr/local/share/p
+mv /etc/umview-probe /etc/umview-probe2
+mv /etc/debian_version /usr/local/share/p/debian_version
+chmod 600 /etc/issue
+ln -s /etc/umview-probe2 /usr/local/share/p/link
+mkdir /opt/umview-probe
+tar xf "$TARBALL" -C /opt/umview-probe
+/usr/bin/python3 -m pip install -q --no-index --no-cache-dir --break-system-packages \
+    --disable-pip-version-check --root-user-action=ignore "$WHEEL"
+cd /srv
+git init -q
+echo hello > README
+git add README
+git -c user.name=umview -c user.email=umview@example.org commit -q -m 'first commit'
+echo done
+"""
+
+CHECK = r"""
+set -u
+cat /etc/umview-probe2 /usr/local/share/p/link /opt/umview-probe/t/readme
+test -e /etc/hostname && echo hostname still there
+test -e /etc/umview-probe && echo probe still there
+test -e /etc/debian_version && echo debian_version still there
+cmp -s /usr/local/share/p/debian_version "$SCRATCH/debian_version" && echo debian_version moved
+stat -c %a /etc/issue
+/usr/bin/python3 -c 'import umview_probe_pkg as p, os; print(p.VALUE); print(os.path.dirname(p.__file__))'
+git -C /srv log --format=%s
+ls /srv/.git/HEAD
+"""
+
+
+def fingerprint(roots, contents=True, limit=4 << 20):
+    """{path: what it is} for everything under roots, not following links:
+    type and mode, link target, and the sha256 of regular files (of those up
+    to `limit` bytes; size, mtime and ctime of larger ones: any write
+    changes the ctime)."""
+    out = {}
+
+    def one(p):
+        st = os.lstat(p)
+        kind = stat.S_IFMT(st.st_mode)
+        entry = [kind, stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid]
+        if stat.S_ISLNK(st.st_mode):
+            entry.append(os.readlink(p))
+        elif stat.S_ISREG(st.st_mode) and contents:
+            if st.st_size <= limit:
+                with open(p, "rb") as f:
+                    entry.append(hashlib.sha256(f.read()).hexdigest())
+            else:
+                entry += [st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+        out[p] = tuple(entry)
+
+    for root in roots:
+        one(root)
+        for dirpath, dirnames, filenames in os.walk(root):
+            for n in dirnames + filenames:
+                one(os.path.join(dirpath, n))
+    return out
+
+
+def outside():
+    """What the real system looks like where the acceptance script writes."""
+    top = {os.path.join("/", n): os.lstat(os.path.join("/", n)).st_mode for n in os.listdir("/")}
+    return top, fingerprint(["/etc", "/usr/local", "/opt", "/srv"])
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_cow_view_of_root_changes_nothing_real(scratch, user):
+    need_user(user)
+    for prog in ("git", "tar"):
+        if shutil.which(prog) is None:
+            pytest.skip(f"needs {prog}")
+    if subprocess.run(["/usr/bin/python3", "-m", "pip", "--version"], capture_output=True).returncode:
+        pytest.skip("needs pip for /usr/bin/python3")
+    if not os.path.exists("/etc/hostname") or not os.path.exists("/etc/debian_version") \
+            or not os.path.exists("/etc/issue"):
+        pytest.skip("needs /etc/hostname, /etc/debian_version and /etc/issue")
+    make_tarball(os.path.join(scratch, "t.tar"))
+    wheel = make_wheel(scratch)
+    shutil.copy("/etc/debian_version", os.path.join(scratch, "debian_version"))
+    layer = os.path.join(scratch, "layer")
+    home = os.path.join(scratch, "home")
+    os.mkdir(home)
+    if user != "root":
+        chown_tree(scratch, NOBODY)
+    env = dict(os.environ, TARBALL=os.path.join(scratch, "t.tar"), WHEEL=wheel, SCRATCH=scratch, HOME=home,
+               LC_ALL="C", PATH="/usr/local/bin:/usr/bin:/bin", PIP_CONFIG_FILE="/dev/null")
+    env.pop("PYTHONPATH", None)
+    before = outside()
+    viewed = run(view_argv(user, layer, "/", "cow", "bash", "-c", ACCEPTANCE + CHECK), env=env, cwd=scratch)
+    after = outside()
+    assert viewed.returncode == 0, viewed.stderr.decode()
+    lines = viewed.stdout.decode().splitlines()
+    assert lines[0] == "done", viewed.stderr.decode()
+    expected_check = ["x", "x", "from the tarball", "debian_version moved", "600", "probe 1.0"]
+    assert lines[1:7] == expected_check, viewed.stderr.decode()
+    site = lines[7]
+    assert site.startswith("/usr/"), site  # the system's site-packages, not the user's
+    assert lines[8:] == ["first commit", "/srv/.git/HEAD"]
+    # outside: every real file as it was, nothing new
+    assert after[0] == before[0]
+    assert after[1] == before[1]
+    for p in ("/etc/umview-probe", "/etc/umview-probe2", "/usr/local/share/p", "/opt/umview-probe",
+              "/srv/.git", "/srv/README", site):
+        assert not os.path.lexists(p), p
+    assert os.path.exists("/etc/hostname")
+    # the layer holds the changes
+    for rel in ("etc/umview-probe2", "etc/.wh.hostname", "etc/.wh.debian_version", "etc/issue",
+                "usr/local/share/p/link", "usr/local/share/p/debian_version", "opt/umview-probe/t/readme",
+                "srv/.git/HEAD", "srv/README", site.lstrip("/") + "/__init__.py"):
+        assert os.path.lexists(os.path.join(layer, rel)), rel
+    # a second view on the same layer sees them
+    again = run(view_argv(user, layer, "/", "cow", "bash", "-c", CHECK), env=env, cwd=scratch)
+    assert again.stdout.decode().splitlines() == lines[1:], again.stderr.decode()
+    assert outside() == before
+
+
+# --- bad input in a cow view of / ------------------------------------------------------
+
+LOOPS = r"""
+import ctypes, errno, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+d = sys.argv[1]
+os.makedirs(d, exist_ok=True)
+os.chdir(d)
+os.symlink("loop2", "loop1")
+os.symlink("loop1", "loop2")
+os.symlink("self", "self")
+with open("file", "w") as f:
+    f.write("a file\n")
+def attempt(label, f, *a, **kw):
+    try:
+        r = f(*a, **kw)
+        if isinstance(r, int) and (label.startswith("open") or ": open" in label):
+            os.close(r)
+        print(label, "ok")
+    except OSError as e:
+        print(label, errno.errorcode[e.errno])
+for p in ("loop1", "self", "loop1/x", d + "/loop2/x/y"):
+    attempt(f"open {p[-9:]}:", os.open, p, os.O_RDONLY)
+    attempt(f"open O_CREAT {p[-9:]}:", os.open, p, os.O_WRONLY | os.O_CREAT, 0o600)
+    attempt(f"stat {p[-9:]}:", os.stat, p)
+    attempt(f"lstat {p[-9:]}:", os.lstat, p)
+    attempt(f"mkdir {p[-9:]}:", os.mkdir, p + "/sub")
+    attempt(f"chdir {p[-9:]}:", os.chdir, p)
+    attempt(f"chmod {p[-9:]}:", os.chmod, p, 0o600)
+    attempt(f"rename to {p[-9:]}:", os.rename, "file", p + "/f")
+for flags in (os.O_RDONLY, os.O_RDONLY | os.O_PATH, os.O_RDWR):
+    fd = os.open("file", flags)
+    for label, f, a in (("openat", os.open, ("x", os.O_RDONLY)), ("openat-creat", os.open, ("x", os.O_CREAT | os.O_WRONLY, 0o600)),
+                        ("mkdirat", os.mkdir, ("x",)), ("stat", os.stat, ("x",)), ("unlinkat", os.unlink, ("x",)),
+                        ("symlinkat", None, None), ("readlinkat", os.readlink, ("x",))):
+        if f is None:
+            attempt(f"file dirfd {flags}: {label}:", os.symlink, "t", "x", dir_fd=fd)
+        else:
+            attempt(f"file dirfd {flags}: {label}:", f, *a, dir_fd=fd)
+    os.close(fd)
+attempt("unlink loop1:", os.unlink, "loop1")
+print(sorted(os.listdir(".")))
+"""
+
+
+def test_bad_input_in_a_cow_view_of_root_fails_as_natively(scratch):
+    layer = os.path.join(scratch, "layer")
+    work = os.path.join(scratch, "work")
+    os.mkdir(work)
+    env = dict(os.environ, PATH="/usr/local/bin:/usr/bin:/bin", LC_ALL="C")
+    argv = [sys.executable, os.path.join(PROGS, "bad_paths.py")]
+    native = run(argv, cwd=work, env=env)
+    viewed = run(umview_argv("-p", f"viewfs,mount={layer}:/:cow", "--", *argv), cwd=work, env=env)
+    assert native.returncode == 0, native.stderr
+    for line in ("path of 1 MiB: openat: ENAMETOOLONG", "last 3 bytes of a page: openat: EFAULT",
+                 "file dirfd: openat: ENOTDIR"):
+        assert line.encode() in native.stdout
+    assert viewed.stdout.decode() == native.stdout.decode()
+    assert (viewed.stderr, viewed.returncode) == (native.stderr, native.returncode)
+    assert os.listdir(work) == []
+    # symlink loops and a file as dirfd: in a real directory (natively) and in
+    # one the view made (the layer holds it)
+    native = run([sys.executable, "-c", LOOPS, os.path.join(scratch, "native-loops")], env=env)
+    assert native.returncode == 0, native.stderr
+    assert b"open loop1: ELOOP" in native.stdout and b"file dirfd 0: openat: ENOTDIR" in native.stdout
+    for where in (os.path.join(scratch, "view-loops"), "/srv/umview-loops"):
+        viewed = run(umview_argv("-p", f"viewfs,mount={layer}:/:cow", "--", sys.executable, "-c", LOOPS, where),
+                     env=env)
+        assert viewed.stdout.decode() == native.stdout.decode(), where
+        assert (viewed.stderr, viewed.returncode) == (native.stderr, native.returncode)
+    assert not os.path.lexists(os.path.join(scratch, "view-loops"))
+    assert not os.path.lexists("/srv/umview-loops")
