@@ -1141,10 +1141,10 @@ static int walk_needs_python(const char *raw, int writes)
         clen += l;
         cur[clen] = 0;
         r = end;
-        if (clen >= 6 && strncmp(cur, "/proc/", 6) == 0)
-            return 0; /* a magic link of procfs: see symlink_on_path */
         if (visit_needs_python(cur, clen, 0, writes))
             return 1;
+        if (clen >= 6 && strncmp(cur, "/proc/", 6) == 0)
+            return 0; /* its magic links are the tracee's: see symlink_on_path */
         if (missing)
             continue;
         ssize_t t = readlink(cur, link, sizeof link);
