@@ -652,6 +652,48 @@ def nofollow_rule(name, path_index):
     return NOFOLLOW_ARG.get((name, path_index), NOFOLLOW.get(name))
 
 
+# Path calls that may modify the file system: under a layered mount (viewfs merge,
+# cow, mincow) the C core hands these to Python, which copies up or records a
+# whiteout; every other path call there runs on the real (lower) tree natively.
+# Rules (UM_WRITE_* of umview/core.h):
+#   ("always",)          the call writes whenever it succeeds
+#   ("oflags", arg)      open flags in args[arg]: writes iff O_WRONLY, O_RDWR, O_CREAT or
+#                        O_TRUNC is set (O_TMPFILE carries O_WRONLY or O_RDWR)
+#   ("open_how", arg)    the same flags, in the struct open_how args[arg] points to
+# Judgement calls: mount, umount, pivot_root, move_mount, mount_setattr and fspick change
+# what the tree looks like; acct and swapon write into their file; swapoff and quotactl
+# change the state of a file or device. Writes: they go to the module that decides.
+# chroot, chdir, execve and uselib only read; so do inotify/fanotify marks, open_tree
+# (a detached copy) and name_to_handle_at. READ_ONLY lists them all, so that a path call
+# added to SIGNATURES must be put on one side (a unit test checks).
+WRITES: dict[str, tuple] = {
+    "open": ("oflags", 1), "openat": ("oflags", 2), "openat2": ("open_how", 2),
+    "creat": ALWAYS,
+    "mkdir": ALWAYS, "mkdirat": ALWAYS, "mknod": ALWAYS, "mknodat": ALWAYS,
+    "link": ALWAYS, "linkat": ALWAYS, "symlink": ALWAYS, "symlinkat": ALWAYS,
+    "unlink": ALWAYS, "unlinkat": ALWAYS, "rmdir": ALWAYS,
+    "rename": ALWAYS, "renameat": ALWAYS, "renameat2": ALWAYS,
+    "chmod": ALWAYS, "fchmodat": ALWAYS, "fchmodat2": ALWAYS,
+    "chown": ALWAYS, "lchown": ALWAYS, "chown32": ALWAYS, "lchown32": ALWAYS, "fchownat": ALWAYS,
+    "truncate": ALWAYS, "truncate64": ALWAYS,
+    "utime": ALWAYS, "utimes": ALWAYS, "futimesat": ALWAYS,
+    "utimensat": ALWAYS, "utimensat_time64": ALWAYS,
+    "file_setattr": ALWAYS,
+    "setxattr": ALWAYS, "lsetxattr": ALWAYS, "setxattrat": ALWAYS,
+    "removexattr": ALWAYS, "lremovexattr": ALWAYS, "removexattrat": ALWAYS,
+    "mount": ALWAYS, "umount": ALWAYS, "umount2": ALWAYS, "pivot_root": ALWAYS,
+    "move_mount": ALWAYS, "mount_setattr": ALWAYS, "fspick": ALWAYS,
+    "acct": ALWAYS, "swapon": ALWAYS, "swapoff": ALWAYS, "quotactl": ALWAYS,
+}
+READ_ONLY = frozenset({
+    "access", "faccessat", "faccessat2", "stat", "lstat", "oldstat", "oldlstat", "stat64",
+    "lstat64", "newfstatat", "fstatat64", "statx", "statfs", "statfs64", "readlink",
+    "readlinkat", "getxattr", "lgetxattr", "getxattrat", "listxattr", "llistxattr",
+    "listxattrat", "file_getattr", "execve", "execveat", "chdir", "chroot", "uselib",
+    "inotify_add_watch", "fanotify_mark", "name_to_handle_at", "open_tree", "open_tree_attr",
+})
+
+
 # x86_64 name -> i386-only names doing the same job with another layout or number, so
 # that an engine claiming the x86_64 name also traps these on i386. Same-named calls
 # with an old layout (i386 'mmap' = old_mmap, 'select' = old_select) are in

@@ -61,3 +61,38 @@ class RefuseOpen(Engine):
 
     def enter(self, call):
         return Skip.errno(errno.EPERM)
+
+
+class LayerRecorder(Engine):
+    """Records every path call the C core hands to Python, and passes it on.
+
+    Its prefixes come from the environment: $UMVIEW_TEST_LAYER (layered),
+    $UMVIEW_TEST_REAL (real, inside it), $UMVIEW_TEST_PLAIN (plain); the
+    layer set from $UMVIEW_TEST_ENTRIES, lines "dir:PATH" or "hide:PATH";
+    $UMVIEW_TEST_FD_CHECK=1 turns the fd check on. Each call is one line
+    "name path path" of $UMVIEW_TEST_LOG ("-" for a path it cannot resolve).
+    """
+
+    name = "layer-recorder"
+
+    def __init__(self):
+        from umview import core
+        from umview.monitor import PATH_SYSCALLS
+
+        env = os.environb
+        self.path_syscalls = PATH_SYSCALLS
+        self.layered_prefixes = tuple(env[k] for k in (b"UMVIEW_TEST_LAYER",) if env.get(k))
+        self.real_prefixes = tuple(env[k] for k in (b"UMVIEW_TEST_REAL",) if env.get(k))
+        self.prefixes = tuple(env[k] for k in (b"UMVIEW_TEST_PLAIN",) if env.get(k))
+        self.fd_check = env.get(b"UMVIEW_TEST_FD_CHECK") == b"1"
+        for line in env.get(b"UMVIEW_TEST_ENTRIES", b"").split():
+            kind, _, path = line.partition(b":")
+            core.layer_add(path, core.LAYER_DIR if kind == b"dir" else core.LAYER_HIDE)
+        self.log = open(env[b"UMVIEW_TEST_LOG"], "ab", buffering=0)
+
+    def wants(self, call):
+        return call.name in self.path_syscalls  # whatever C sent, lexically under a prefix or not
+
+    def enter(self, call):
+        self.log.write(call.name.encode() + b" " + b" ".join(p or b"-" for p in call.paths()) + b"\n")
+        return CONTINUE

@@ -91,7 +91,13 @@ static int nsc;
 
 static char *prefixes[256];
 static size_t prefix_len[256];
+static unsigned char prefix_kind[256]; /* UM_PREFIX_* */
 static int nprefixes;
+
+/* per neutral call: does it modify the file system (UM_WRITE_*), and which
+ * argument says so */
+static unsigned char write_kind[MAX_SC];
+static signed char write_arg[MAX_SC];
 
 struct regmap {
     int nr, ret, args[6];
@@ -166,6 +172,7 @@ int um_table_reset(int n)
             nr_to_sc[a][i] = -1;
     memset(path_args, -1, sizeof path_args);
     memset(claim, 0, sizeof claim);
+    memset(write_kind, 0, sizeof write_kind);
     return 0;
 }
 
@@ -217,19 +224,32 @@ int um_prefix_clear(void)
     return 0;
 }
 
-int um_prefix_add(const char *p)
+int um_prefix_add_kind(const char *p, int kind)
 {
     size_t l = strlen(p);
     if (nprefixes >= (int)(sizeof prefixes / sizeof prefixes[0]))
         return -ENOSPC;
-    if (l == 0 || p[0] != '/')
+    if (l == 0 || p[0] != '/' || kind < UM_PREFIX_PLAIN || kind > UM_PREFIX_REAL)
         return -EINVAL;
     while (l > 1 && p[l - 1] == '/')
         l--;
     prefixes[nprefixes] = strndup(p, l);
     if (!prefixes[nprefixes])
         return -ENOMEM;
+    prefix_kind[nprefixes] = (unsigned char)kind;
     prefix_len[nprefixes++] = l;
+    return 0;
+}
+
+int um_prefix_add(const char *p) { return um_prefix_add_kind(p, UM_PREFIX_PLAIN); }
+
+int um_set_write(int sc, int kind, int argidx)
+{
+    if (sc < 0 || sc >= nsc || kind < UM_WRITE_NO || kind > UM_WRITE_OPENHOW ||
+        (kind >= UM_WRITE_OFLAGS && (argidx < 0 || argidx > 5)))
+        return -EINVAL;
+    write_kind[sc] = (unsigned char)kind;
+    write_arg[sc] = (signed char)argidx;
     return 0;
 }
 
@@ -264,6 +284,155 @@ int um_filter_trap_nr(int abi, long nr, int how)
 
 void um_set_event_mask(int mask) { event_mask = mask; }
 void um_set_spin(int n) { spin_iterations = n < 0 ? 0 : n; }
+
+/* ------------------------------------------------------------------ */
+/* the layer set                                                       */
+/* ------------------------------------------------------------------ */
+
+/* The paths under layered prefixes that the upper layer changes, with their
+ * kind (UM_LAYER_DIR or UM_LAYER_HIDE), mirrored from the Python module. A
+ * look-up is made for every component of every path under a layered prefix,
+ * so: open addressing with linear probing over (pointer, length) keys, which
+ * lets a path's ancestors be looked up in place, without copying or
+ * allocating. The table stays at most half full (tombstones included). */
+struct layer_slot {
+    char *path; /* NULL: empty; &layer_tomb: deleted */
+    size_t len;
+    int kind;
+};
+static struct layer_slot *layer_tab;
+static size_t layer_cap, layer_used, layer_live; /* used = live + tombstones */
+static char layer_tomb;
+
+static size_t hash_path(const char *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+    return (size_t)(h ^ (h >> 29));
+}
+
+static struct layer_slot *layer_find(const char *p, size_t n)
+{
+    if (!layer_live)
+        return NULL;
+    for (size_t i = hash_path(p, n) & (layer_cap - 1);; i = (i + 1) & (layer_cap - 1)) {
+        struct layer_slot *e = &layer_tab[i];
+        if (!e->path)
+            return NULL;
+        if (e->path != &layer_tomb && e->len == n && memcmp(e->path, p, n) == 0)
+            return e;
+    }
+}
+
+/* The empty or deleted slot where a key absent from the table goes. */
+static struct layer_slot *layer_free_slot(const char *p, size_t n)
+{
+    for (size_t i = hash_path(p, n) & (layer_cap - 1);; i = (i + 1) & (layer_cap - 1))
+        if (!layer_tab[i].path || layer_tab[i].path == &layer_tomb)
+            return &layer_tab[i];
+}
+
+static int layer_rehash(size_t cap)
+{
+    struct layer_slot *old = layer_tab;
+    size_t old_cap = layer_cap;
+    layer_tab = calloc(cap, sizeof *layer_tab);
+    if (!layer_tab) {
+        layer_tab = old;
+        return -ENOMEM;
+    }
+    layer_cap = cap;
+    for (size_t i = 0; i < old_cap; i++)
+        if (old[i].path && old[i].path != &layer_tomb)
+            *layer_free_slot(old[i].path, old[i].len) = old[i];
+    layer_used = layer_live;
+    free(old);
+    return 0;
+}
+
+/* strip trailing slashes, as um_prefix_add does: keys are normalized paths */
+static size_t layer_key_len(const char *p)
+{
+    size_t l = strlen(p);
+    while (l > 1 && p[l - 1] == '/')
+        l--;
+    return l;
+}
+
+int um_layer_add(const char *p, int kind)
+{
+    if (p[0] != '/' || (kind != UM_LAYER_DIR && kind != UM_LAYER_HIDE))
+        return -EINVAL;
+    size_t n = layer_key_len(p);
+    struct layer_slot *e = layer_find(p, n);
+    if (e) {
+        e->kind = kind;
+        return 0;
+    }
+    if ((layer_used + 1) * 2 > layer_cap) {
+        size_t cap = 64;
+        while (cap < (layer_live + 1) * 4)
+            cap *= 2;
+        int r = layer_rehash(cap);
+        if (r)
+            return r;
+    }
+    char *key = strndup(p, n);
+    if (!key)
+        return -ENOMEM;
+    e = layer_free_slot(p, n);
+    if (!e->path)
+        layer_used++;
+    *e = (struct layer_slot){key, n, kind};
+    layer_live++;
+    return 0;
+}
+
+int um_layer_del(const char *p)
+{
+    struct layer_slot *e = layer_find(p, layer_key_len(p));
+    if (!e)
+        return -ENOENT;
+    free(e->path);
+    e->path = &layer_tomb;
+    layer_live--;
+    return 0;
+}
+
+void um_layer_clear(void)
+{
+    for (size_t i = 0; i < layer_cap; i++)
+        if (layer_tab[i].path && layer_tab[i].path != &layer_tomb)
+            free(layer_tab[i].path);
+    if (layer_tab)
+        memset(layer_tab, 0, layer_cap * sizeof *layer_tab);
+    layer_used = layer_live = 0;
+}
+
+int um_layer_get(const char *p)
+{
+    struct layer_slot *e = layer_find(p, layer_key_len(p));
+    return e ? e->kind : 0;
+}
+
+/* Must Python see a call that reads the normalized path p, under a layered
+ * prefix? Yes if p itself is in the set (the upper layer changes it), or a
+ * proper ancestor is a HIDE entry (the lower tree below it is hidden). */
+static int layer_hit(const char *p, size_t n)
+{
+    if (!layer_live)
+        return 0;
+    if (layer_find(p, n))
+        return 1;
+    const struct layer_slot *e = layer_find("/", 1);
+    if (e && e->kind == UM_LAYER_HIDE)
+        return 1;
+    for (size_t i = 1; i < n; i++)
+        if (p[i] == '/' && (e = layer_find(p, i)) && e->kind == UM_LAYER_HIDE)
+            return 1;
+    return 0;
+}
 
 /* ------------------------------------------------------------------ */
 /* the seccomp filter                                                  */
@@ -830,21 +999,52 @@ int um_resolve_path(int tid, int abi, int sc, int slot, const uint64_t *args, ch
     return resolve(tid, &path_args[abi][sc][slot], args, out, size, 1, NULL);
 }
 
-static int under_prefix(const char *p)
+/* How the prefix table sees a normalized absolute path: UM_PREFIX_PLAIN if
+ * a plain prefix holds it; otherwise the kind of the longest layered or real
+ * prefix holding it (a real subtree of a layered mount stays real, a layered
+ * one inside that is layered again; at equal length layered wins, the safer
+ * side); -1 if no prefix holds it. */
+static int prefix_kind_of(const char *p)
 {
+    int kind = -1;
+    size_t best = 0;
     for (int i = 0; i < nprefixes; i++) {
         size_t l = prefix_len[i];
-        if (l == 1) /* "/" */
+        if (l > 1 && (strncmp(p, prefixes[i], l) != 0 || (p[l] != 0 && p[l] != '/')))
+            continue;
+        if (prefix_kind[i] == UM_PREFIX_PLAIN)
+            return UM_PREFIX_PLAIN;
+        if (kind < 0 || l > best || (l == best && prefix_kind[i] == UM_PREFIX_LAYERED)) {
+            kind = prefix_kind[i];
+            best = l;
+        }
+    }
+    return kind;
+}
+
+int um_prefix_kind(const char *p) { return p[0] == '/' ? prefix_kind_of(p) : -EINVAL; }
+
+/* Does this call modify the file system (the write table)? */
+static int call_writes(int tid, int sc, const uint64_t *args)
+{
+    const uint64_t wflags = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC; /* O_TMPFILE has O_RDWR or O_WRONLY */
+    uint64_t flags;
+    switch (write_kind[sc]) {
+    case UM_WRITE_ALWAYS:
+        return 1;
+    case UM_WRITE_OFLAGS:
+        return (args[write_arg[sc]] & wflags) != 0;
+    case UM_WRITE_OPENHOW:
+        /* unreadable: Python (and then the kernel) gives the EFAULT */
+        if (um_read_mem(tid, args[write_arg[sc]], &flags, sizeof flags) != sizeof flags)
             return 1;
-        if (strncmp(p, prefixes[i], l) == 0 && (p[l] == 0 || p[l] == '/'))
-            return 1;
+        return (flags & wflags) != 0;
     }
     return 0;
 }
 
 /* Is there a symlink on this absolute path (as the kernel would walk it,
- * ".." included)? Such a path may lead into a mount point although it does
- * not lie under one: Python walks it in the view. One openat2 with
+ * ".." included, the last component followed)? One openat2 with
  * RESOLVE_NO_SYMLINKS (Linux 5.6+) answers; procfs is left alone (its magic
  * links name the tracee's own files, the kernel resolves them right). */
 struct um_open_how {
@@ -852,8 +1052,10 @@ struct um_open_how {
 };
 static int openat2_state; /* 0 unknown/works, -1 absent */
 static int check_symlinks; /* set by Python when an engine walks symlinks in the view */
+static int fd_check;       /* set by Python: see fd_needs_python */
 
 void um_set_symlink_check(int on) { check_symlinks = on; }
+void um_set_fd_check(int on) { fd_check = on; }
 
 static int symlink_on_path(const char *raw)
 {
@@ -870,7 +1072,140 @@ static int symlink_on_path(const char *raw)
     return errno == ELOOP;
 }
 
-/* Does Python need to see this trapped call? */
+/* One path a symlink walk reaches: must Python see the call because of it?
+ * Intermediate paths matter only if something below them is hidden; the
+ * final one also if the upper layer changes the directory itself. */
+static int visit_needs_python(const char *p, size_t n, int final, int writes)
+{
+    int k = prefix_kind_of(p);
+    if (k == UM_PREFIX_PLAIN)
+        return 1;
+    if (k != UM_PREFIX_LAYERED)
+        return 0;
+    if (writes)
+        return 1;
+    const struct layer_slot *e = layer_find(p, n);
+    return e && (e->kind == UM_LAYER_HIDE || final);
+}
+
+#define MAX_LINKS 40 /* the kernel's MAXSYMLINKS */
+
+/* Walk a raw absolute path with a symlink on it as the kernel would, with
+ * readlink(2) on the real tree, and check every path the walk reaches: a
+ * link may lead under a prefix, or to a path the layer set names, although
+ * the path does not lie there lexically. The last component is followed
+ * even for calls that do not follow it: that checks one path more, which can
+ * only send a call to Python that did not need it. A component the real tree
+ * lacks ends the readlinks (the kernel stops there too), but the rest is
+ * still checked lexically: the upper layer may have it. Returns 1 if Python
+ * must see the call, or the walk is unsure; 0 if it may run natively. */
+static int walk_needs_python(const char *raw, int writes)
+{
+    char cur[PATH_MAX + 1];      /* resolved so far, normalized, no trailing '/' */
+    char rest[2 * PATH_MAX + 2]; /* still to walk */
+    char link[PATH_MAX + 1];
+    size_t n = strlen(raw), clen = 1;
+    int links = 0, missing = 0;
+    stats.layer_walks++;
+    if (raw[0] != '/' || n >= sizeof rest)
+        return 1;
+    memcpy(rest, raw, n + 1);
+    strcpy(cur, "/");
+    for (char *r = rest;;) {
+        while (*r == '/')
+            r++;
+        if (!*r)
+            break;
+        char *end = strchrnul(r, '/');
+        size_t l = (size_t)(end - r), parent = clen;
+        if (l == 1 && r[0] == '.') {
+            r = end;
+            continue;
+        }
+        if (l == 2 && r[0] == '.' && r[1] == '.') {
+            /* ".." leaves the resolved directory; past a component the real
+             * tree lacks, only the view knows where it leads */
+            if (missing)
+                return 1;
+            char *slash = strrchr(cur, '/');
+            clen = slash == cur ? 1 : (size_t)(slash - cur);
+            cur[clen] = 0;
+            r = end;
+            continue;
+        }
+        if (clen + 1 + l > PATH_MAX)
+            return 1;
+        if (clen > 1)
+            cur[clen++] = '/';
+        memcpy(cur + clen, r, l);
+        clen += l;
+        cur[clen] = 0;
+        r = end;
+        if (visit_needs_python(cur, clen, 0, writes))
+            return 1;
+        if (clen >= 6 && strncmp(cur, "/proc/", 6) == 0)
+            return 0; /* its magic links are the tracee's: see symlink_on_path */
+        if (missing)
+            continue;
+        ssize_t t = readlink(cur, link, sizeof link);
+        if (t < 0) {
+            if (errno == EINVAL)
+                continue; /* not a symlink */
+            if (errno == ENOENT || errno == ENOTDIR) {
+                missing = 1;
+                continue;
+            }
+            return 1;
+        }
+        if (t == 0 || t >= (ssize_t)sizeof link)
+            return t == 0 ? 0 : 1; /* an empty target is ENOENT natively */
+        if (++links > MAX_LINKS)
+            return 0; /* the kernel gives ELOOP by itself */
+        /* rest = link + "/" + what follows the link */
+        size_t m = strlen(r);
+        if ((size_t)t + 1 + m + 1 > sizeof rest)
+            return 1;
+        memmove(rest + t + 1, r, m + 1);
+        memcpy(rest, link, (size_t)t);
+        rest[t] = '/';
+        r = rest;
+        /* a relative target is walked from the link's directory, an absolute one from "/" */
+        clen = link[0] == '/' ? 1 : parent;
+        cur[clen] = 0; /* cur[0] is always '/' */
+    }
+    return visit_needs_python(cur, clen, 1, writes);
+}
+
+/* An empty path with AT_EMPTY_PATH, or a NULL one (utimensat, futimesat),
+ * names the dirfd itself (glibc's fstat is newfstatat(fd, "",
+ * AT_EMPTY_PATH)): Python sees the call if that fd's file lies under a plain
+ * prefix (a module that serves directory listings from a private directory
+ * must translate fstat on them). Costs a readlink, so only with fd_check. */
+static int fd_needs_python(int tid, const struct path_arg *pa, const uint64_t *args)
+{
+    char c, proc[64], path[PATH_MAX + 1];
+    if (pa->dirfd < 0)
+        return 0;
+    if (args[pa->path] != 0) {
+        if (pa->emptyflg < 0 || !(args[pa->emptyflg] & AT_EMPTY_PATH_))
+            return 0;
+        if (um_read_mem(tid, args[pa->path], &c, 1) != 1 || c != 0)
+            return 0;
+    }
+    int fd = (int)args[pa->dirfd];
+    if (fd == AT_FDCWD_)
+        snprintf(proc, sizeof proc, "/proc/%d/cwd", tid);
+    else
+        snprintf(proc, sizeof proc, "/proc/%d/fd/%d", tid, fd);
+    if (read_link(proc, path, sizeof path) < 0 || path[0] != '/')
+        return 0; /* a bad fd (the kernel says so), or a pipe, socket ... */
+    return prefix_kind_of(path) == UM_PREFIX_PLAIN;
+}
+
+/* Does Python need to see this trapped call? For each path argument: under
+ * a plain prefix, yes; under a layered one (and no real one inside it), if
+ * the call writes or the layer set names the path; and if a symlink is on
+ * the way, whatever the walk finds (see docs/internals.md). */
 static int needs_python(int tid, int abi, int sc, const uint64_t *args)
 {
     int c = claim[sc];
@@ -879,18 +1214,35 @@ static int needs_python(int tid, int abi, int sc, const uint64_t *args)
     if (!(c & UM_CLAIM_PATH))
         return 0;
     char buf[PATH_MAX + 1], raw[PATH_MAX + 1];
+    int writes = -1; /* looked up once, when a layered path needs it */
     for (int s = 0; s < PATH_SLOTS; s++) {
-        if (path_args[abi][sc][s].path < 0)
+        const struct path_arg *pa = &path_args[abi][sc][s];
+        if (pa->path < 0)
             continue;
         /* an empty path with AT_EMPTY_PATH names an open file, not a path:
          * whoever owns that fd decides, not the prefix table */
-        int n = resolve(tid, &path_args[abi][sc][s], args, buf, sizeof buf, 0, raw);
+        int n = resolve(tid, pa, args, buf, sizeof buf, 0, raw);
+        if (fd_check && (n == -ENOENT || n == -EFAULT) && fd_needs_python(tid, pa, args))
+            return 1;
         if (n == -ENAMETOOLONG || n == -EFAULT || n == -ENOENT || n == -ENOTDIR || n == -EBADF)
             continue; /* the kernel gives the tracee the same errno */
-        if (n < 0 || under_prefix(buf))
+        if (n < 0)
             return 1; /* unsure: let Python decide */
-        if (check_symlinks && nprefixes > 0 && symlink_on_path(raw))
+        int k = prefix_kind_of(buf);
+        if (k == UM_PREFIX_PLAIN)
             return 1;
+        if (k == UM_PREFIX_LAYERED) {
+            if (writes < 0)
+                writes = call_writes(tid, sc, args);
+            if (writes || layer_hit(buf, (size_t)n))
+                return 1;
+        }
+        if (check_symlinks && nprefixes > 0 && symlink_on_path(raw)) {
+            if (writes < 0)
+                writes = call_writes(tid, sc, args);
+            if (walk_needs_python(raw, writes))
+                return 1;
+        }
     }
     return 0;
 }

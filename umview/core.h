@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 1
+#define UM_CORE_VERSION 2
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -90,6 +90,7 @@ struct um_stats {
     uint64_t group_stops;
     uint64_t processes;       /* tracees seen (including the first) */
     uint64_t notifications;   /* calls trapped by a user notification (fast path) */
+    uint64_t layer_walks;     /* paths with a symlink walked in C (see needs_python) */
 };
 
 int um_core_version(void);
@@ -102,7 +103,35 @@ int um_map_nr(int abi, long nr, int sc);
 int um_set_path_arg(int abi, int sc, int slot, int path_idx, int dirfd_idx, int emptyok_flags_idx);
 int um_set_claim(int sc, int mode);
 int um_prefix_clear(void);
-int um_prefix_add(const char *prefix);
+int um_prefix_add(const char *prefix); /* = um_prefix_add_kind(prefix, UM_PREFIX_PLAIN) */
+
+/* kinds of prefix (see docs/internals.md, "Layered prefixes") */
+#define UM_PREFIX_PLAIN 0   /* calls with a path under it go to Python */
+#define UM_PREFIX_LAYERED 1 /* a layered mount (viewfs merge/cow/mincow): the lower
+                             * layer is the real tree at the same path; Python sees
+                             * writes and paths the layer set names */
+#define UM_PREFIX_REAL 2    /* always real: an except= path of a layered mount */
+int um_prefix_add_kind(const char *prefix, int kind);
+int um_prefix_kind(const char *path); /* the kind a path falls under, -1 for none */
+
+/* the layer set: absolute virtual paths under layered prefixes */
+#define UM_LAYER_DIR 1  /* an upper directory the lower shows through: names below it
+                         * that are not in the set are lower-only and run natively */
+#define UM_LAYER_HIDE 2 /* this path and all below go to Python (an upper file or
+                         * symlink, a whiteout, an opaque directory) */
+int um_layer_add(const char *path, int kind); /* replaces the kind if present */
+int um_layer_del(const char *path);           /* -ENOENT if absent */
+void um_layer_clear(void);
+int um_layer_get(const char *path);           /* its kind, 0 if absent */
+
+/* which calls modify the file system (Python sees them under a layered prefix) */
+#define UM_WRITE_NO 0
+#define UM_WRITE_ALWAYS 1  /* mkdir, unlink, rename, chmod, utimensat, setxattr, ... */
+#define UM_WRITE_OFLAGS 2  /* args[argidx] are open flags: writes iff O_WRONLY|O_RDWR|O_CREAT|O_TRUNC */
+#define UM_WRITE_OPENHOW 3 /* args[argidx] points to struct open_how (its flags;
+                            * unreadable counts as writing) */
+int um_set_write(int sc, int kind, int argidx);
+void um_set_fd_check(int on); /* AT_EMPTY_PATH calls on an fd under a plain prefix go to Python */
 int um_set_regmap(int abi, int nr_off, int ret_off, const int *arg_offs);
 int um_filter_trap_nr(int abi, long nr, int how);
 int um_filter_clear(void);

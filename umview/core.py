@@ -7,7 +7,7 @@ about engines or modules.
 import errno
 import os
 
-_EXPECTED_VERSION = 1
+_EXPECTED_VERSION = 2
 
 try:
     from umview._umcore import ffi, lib
@@ -70,3 +70,25 @@ def resolve_path(tid, abi, sc, slot, args):
     buf = ffi.new("char[]", _PATH_MAX + 1)
     n = lib.um_resolve_path(tid, abi, sc, slot, ffi.new("uint64_t[6]", args), buf, _PATH_MAX + 1)
     return None if n < 0 else ffi.buffer(buf, n)[:]
+
+
+# --- the layer set of layered prefixes (see docs/internals.md) ---
+LAYER_DIR = lib.UM_LAYER_DIR
+LAYER_HIDE = lib.UM_LAYER_HIDE
+
+
+def layer_add(path, kind):
+    """Name an absolute virtual path (bytes) the upper layer changes: kind
+    LAYER_DIR (an upper directory the lower tree shows through) or LAYER_HIDE
+    (this path and everything below it are the module's). Replaces the kind
+    of a path already named."""
+    check(lib.um_layer_add(path, kind))
+
+
+def layer_del(path):
+    """Forget a path of the layer set; OSError(ENOENT) if it is not there."""
+    check(lib.um_layer_del(path))
+
+
+def layer_clear():
+    lib.um_layer_clear()

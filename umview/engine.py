@@ -64,6 +64,13 @@ class Engine:
         path arguments, resolved to an absolute path, lies under one of
         ``prefixes``. The C core decides this without entering Python.
     ``prefixes``: absolute paths; ``"/"`` means every path.
+    ``layered_prefixes``: absolute paths of layered mounts (viewfs merge, cow,
+        mincow), whose lower layer is the real tree at the same path. Of the
+        path_syscalls under them, the C core hands the engine only those that
+        write (``arch.signatures.WRITES``) or whose path the layer set names
+        (``core.layer_add``); the others run natively.
+    ``real_prefixes``: absolute paths inside a layered prefix that stay real
+        (an ``except=`` path, /proc in a cow view of /).
 
     ``enter`` must not block for long: every traced process waits for it.
     It must not keep the Call after ``exit`` (or after ``enter`` if it did not
@@ -75,6 +82,12 @@ class Engine:
     syscalls = frozenset()
     path_syscalls = frozenset()
     prefixes = ()
+    layered_prefixes = ()
+    real_prefixes = ()
+    #: the C core also hands the engine calls that name an open file with an
+    #: empty path and AT_EMPTY_PATH (glibc's fstat) when that file lies under
+    #: a plain prefix; costs a readlink per such call, so off unless asked
+    fd_check = False
     #: trap path_syscalls from the start even with no prefix yet: the engine
     #: gains prefixes at run time (a module serving mount(2)); a filter can
     #: add traps later only by injection, so claim them up front
@@ -106,9 +119,10 @@ class Engine:
         """Does this engine claim this particular call?"""
         if call.name in self.syscalls:
             return True
-        if call.name in self.path_syscalls and self.prefixes:
+        if call.name in self.path_syscalls and (self.prefixes or self.layered_prefixes):
             for path in call.paths():
-                if path is not None and under_any(path, self.prefixes):
+                if path is not None and (under_any(path, self.prefixes)
+                                         or under_any(path, self.layered_prefixes)):
                     return True
         return False
 

@@ -76,6 +76,11 @@ class SyscallTable:
                     core.check(lib.um_set_path_arg(
                         abi_id, self.index[name], slot, path_idx,
                         -1 if dirfd_idx is None else dirfd_idx, empty))
+        # the same argument positions on every ABI (open, openat, openat2)
+        kinds = {"always": lib.UM_WRITE_ALWAYS, "oflags": lib.UM_WRITE_OFLAGS, "open_how": lib.UM_WRITE_OPENHOW}
+        for name, rule in self.sig.WRITES.items():
+            if name in self.index:
+                core.check(lib.um_set_write(self.index[name], kinds[rule[0]], rule[1] if len(rule) > 1 else -1))
 
     def path_pairs(self, abi_name, name):
         """(path index, dirfd index or None) of each path argument, in slot order."""
@@ -123,20 +128,29 @@ class Dispatcher:
 
     # --- claims -> C tables ---
     def claims(self):
-        """(name -> claim bits, prefixes) for the union of all engines."""
+        """(name -> claim bits, prefix -> UM_PREFIX_* kind) for the union of all
+        engines. A path one engine claims plain and another layered or real
+        is plain; one claimed layered and real is layered: the kind that sends
+        more calls to Python wins."""
         modes = {}
-        prefixes = set()
+        prefixes = {}
+        rank = {lib.UM_PREFIX_PLAIN: 2, lib.UM_PREFIX_LAYERED: 1, lib.UM_PREFIX_REAL: 0}
         for e in self.engines:
             for name in e.syscalls:
                 self._check_name(e, name)
                 modes[name] = modes.get(name, 0) | lib.UM_CLAIM_ALL
-            if e.prefixes or e.mounts_later:
+            if e.prefixes or e.layered_prefixes or e.mounts_later:
                 for name in e.path_syscalls:
                     self._check_name(e, name)
                     if name not in self.table.sig.PATH_ARGS:
                         raise ValueError(f"engine {e.name}: {name} has no path argument")
                     modes[name] = modes.get(name, 0) | lib.UM_CLAIM_PATH
-                prefixes.update(p.encode() if isinstance(p, str) else p for p in e.prefixes)
+            for kind, paths in ((lib.UM_PREFIX_PLAIN, e.prefixes), (lib.UM_PREFIX_LAYERED, e.layered_prefixes),
+                                (lib.UM_PREFIX_REAL, e.real_prefixes)):
+                for p in paths:
+                    p = p.encode() if isinstance(p, str) else p
+                    if p not in prefixes or rank[kind] > rank[prefixes[p]]:
+                        prefixes[p] = kind
         # a variant an engine claims under the neutral name but did not name
         # itself: trapped and refused, never let through undecoded
         for name in list(modes):
@@ -155,6 +169,7 @@ class Dispatcher:
 
     def load_into_core(self):
         modes, prefixes = self.claims()
+        plain_root = prefixes.get(b"/") == lib.UM_PREFIX_PLAIN
         core.check(lib.um_filter_clear())
         for name in self.table.names:
             core.check(lib.um_set_claim(self.table.index[name], 0))
@@ -162,8 +177,9 @@ class Dispatcher:
             core.check(lib.um_set_claim(self.table.index[name], mode))
             # path claims whose paths mostly stay in C: a notification (5 us
             # here) instead of a ptrace stop (45 us); Python's calls pay a
-            # second stop. Claims of every call, and "/" prefixes, stay ptrace.
-            how = (lib.UM_TRAP_NOTIF if self.notif and mode == lib.UM_CLAIM_PATH and b"/" not in prefixes
+            # second stop. Claims of every call, and a plain "/" prefix, stay
+            # ptrace; a layered "/" keeps most calls in C, so it notifies.
+            how = (lib.UM_TRAP_NOTIF if self.notif and mode == lib.UM_CLAIM_PATH and not plain_root
                    else lib.UM_TRAP_TRACE)
             for abi in self.table.arch.ABIS:
                 nr = abi.numbers.get(name)
@@ -171,8 +187,11 @@ class Dispatcher:
                     core.check(lib.um_filter_trap_nr(ABI_IDS[abi.name], nr, how))
         core.check(lib.um_prefix_clear())
         for p in sorted(prefixes):
-            core.check(lib.um_prefix_add(p))
-        lib.um_set_symlink_check(int(any(e.walks_symlinks for e in self.engines)))
+            core.check(lib.um_prefix_add_kind(p, prefixes[p]))
+        # a layered mount is right only if symlinks into its changed paths are
+        # followed: the C core walks them (docs/internals.md)
+        lib.um_set_symlink_check(int(any(e.walks_symlinks or e.layered_prefixes for e in self.engines)))
+        lib.um_set_fd_check(int(any(e.fd_check for e in self.engines)))
 
     # --- the pipeline ---
     def enter(self, call):
@@ -238,7 +257,7 @@ class Stats:
 
     FIELDS = ("stops", "seccomp_stops", "exit_stops", "fast_continue", "python_events", "skipped",
               "rewritten", "path_reads", "refused", "signals", "group_stops", "processes",
-              "notifications")
+              "notifications", "layer_walks")
 
     def __init__(self, **counts):
         for f in self.FIELDS:
@@ -268,6 +287,7 @@ class Stats:
                 f"  calls rewritten               {self.rewritten}",
                 f"  syscall-exit stops            {self.exit_stops}",
                 f"  path strings read             {self.path_reads}",
+                f"  symlink walks in C            {self.layer_walks}",
                 f"  signals delivered             {self.signals}",
                 f"  group-stops                   {self.group_stops}",
             ]

@@ -115,3 +115,31 @@ def test_under_any_matches_whole_components():
     assert under_any(b"/unreal", ["/unreal/"])
     assert not under_any(b"/unrealistic", ["/unreal"])
     assert under_any(b"/anything", ["/"])
+
+
+class PathClaimer(Engine):
+    def __init__(self, plain=(), layered=(), real=()):
+        self.path_syscalls = frozenset({"openat", "stat"})
+        self.prefixes, self.layered_prefixes, self.real_prefixes = plain, layered, real
+
+
+def test_prefix_kinds_merge_towards_the_one_that_sends_more_to_python(table):
+    from umview.core import lib
+
+    d = Dispatcher(table)
+    d.add(PathClaimer(layered=(b"/",), real=(b"/proc", b"/srv")))
+    d.add(PathClaimer(plain=(b"/srv",), layered=(b"/proc",)))
+    modes, prefixes = d.claims()
+    assert modes["openat"] == lib.UM_CLAIM_PATH
+    assert prefixes == {b"/": lib.UM_PREFIX_LAYERED, b"/proc": lib.UM_PREFIX_LAYERED,
+                        b"/srv": lib.UM_PREFIX_PLAIN}
+
+
+def test_an_engine_with_only_layered_prefixes_wants_calls_under_them(table):
+    e = PathClaimer(layered=(b"/work",))
+    e.name = "layered"
+    call = make_call(table, "stat")
+    call._paths = [b"/work/f"]
+    assert e.wants(call)
+    call._paths = [b"/elsewhere"]
+    assert not e.wants(call)
