@@ -386,11 +386,6 @@ READLINK = frozenset({"readlink", "readlinkat"})
 SOCKET_CALLS = frozenset({"bind", "connect"})
 ACCESS = frozenset({"access", "faccessat", "faccessat2"})
 W_OK = 2
-# stat of an open file (fstat is newfstatat(fd, "", AT_EMPTY_PATH) in glibc):
-# the C core lets an empty path through whatever its fd, so these are claimed
-# whole to catch the fds of listing directories (the fstat syscall itself is
-# not: a program that makes it sees the placeholder's inode)
-FD_STATS = frozenset({"newfstatat", "fstatat64", "statx"})
 # calls that act on a directory of the view, which a listing directory stands for
 DIR_FD_CALLS = frozenset({"chdir"}) | OPENS
 
@@ -424,15 +419,18 @@ class LayeredMount(RedirectMount):
         # /proc/self/fd/N names an open file: one of a listing directory or of
         # the lower layer must reach this engine as the view's path
         self.prefixes = (self.listings.root,) + PROC_FD_PREFIXES
-        if self.layers.lower == self.target and hasattr(core, "layer_add"):
+        if self.layers.lower == self.target:
             self.layered_prefixes = (self.target,)
             self.real_prefixes = self.exceptions
             self.layer_in_core = True
         else:
             self.prefixes += (self.target,)
             self.layer_in_core = False
+        # fstat of a listing directory's fd (glibc: newfstatat(fd, "",
+        # AT_EMPTY_PATH)) must reach us: the C core checks the fd's path
+        # against the plain prefixes (the raw fstat syscall is not trapped: a
+        # program that makes it sees the placeholder)
         self.fd_check = True
-        self.syscalls = self.syscalls | FD_STATS
         from umview.arch import signatures
         self.nofollow_rule = signatures.nofollow_rule
 
