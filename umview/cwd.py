@@ -63,6 +63,7 @@ class CwdTracker(Engine):
         self.path_syscalls = PATH_SYSCALLS
         self.nofollow_rule = signatures.nofollow_rule
         self.prefixes = ()
+        self.targets = ()
         self.mounts = ()    # mount engines, oldest first
         self.tgid = {}      # tid -> tgid
         self.threads = {}   # tgid -> set of tids
@@ -71,7 +72,12 @@ class CwdTracker(Engine):
 
     def set_mounts(self, mounts):
         self.mounts = tuple(mounts)
-        self.prefixes = tuple(m.target for m in mounts)
+        self.targets = tuple(m.target for m in mounts)
+        # claim what the mounts claim, with the same kinds: a layered mount
+        # lets the C core keep most calls under it, and so must the tracker
+        self.prefixes = tuple(dict.fromkeys(p for m in mounts for p in m.prefixes))
+        self.layered_prefixes = tuple(dict.fromkeys(p for m in mounts for p in getattr(m, "layered_prefixes", ())))
+        self.real_prefixes = tuple(dict.fromkeys(p for m in mounts for p in getattr(m, "real_prefixes", ())))
 
     def realize(self, vpath):
         """The real path the mounts make of a virtual path (newest first, as the
@@ -155,7 +161,7 @@ class CwdTracker(Engine):
         if call.name in EXECS and self.mounts:
             self._interpreter(call)
             return CONTINUE
-        if call.name in OPENS and not any(p is not None and under_any(p, self.prefixes)
+        if call.name in OPENS and not any(p is not None and under_any(p, self.targets)
                                           for p in call.paths()):
             return CONTINUE  # not through a mount: nothing to remember about the fd
         if call.name == "chdir" or call.name in OPENS:
