@@ -660,6 +660,8 @@ def nofollow_rule(name, path_index):
 #   ("oflags", arg)      open flags in args[arg]: writes iff O_WRONLY, O_RDWR, O_CREAT or
 #                        O_TRUNC is set (O_TMPFILE carries O_WRONLY or O_RDWR)
 #   ("open_how", arg)    the same flags, in the struct open_how args[arg] points to
+#   ("access", arg)      an access(2) mode in args[arg]: counts iff W_OK, whose answer
+#                        is the copy's where a write would copy up
 # Judgement calls: mount, umount, pivot_root, move_mount, mount_setattr and fspick change
 # what the tree looks like; acct and swapon write into their file; swapoff and quotactl
 # change the state of a file or device. Writes: they go to the module that decides.
@@ -684,9 +686,10 @@ WRITES: dict[str, tuple] = {
     "mount": ALWAYS, "umount": ALWAYS, "umount2": ALWAYS, "pivot_root": ALWAYS,
     "move_mount": ALWAYS, "mount_setattr": ALWAYS, "fspick": ALWAYS,
     "acct": ALWAYS, "swapon": ALWAYS, "swapoff": ALWAYS, "quotactl": ALWAYS,
+    "access": ("access", 1), "faccessat": ("access", 2), "faccessat2": ("access", 2),
 }
 READ_ONLY = frozenset({
-    "access", "faccessat", "faccessat2", "stat", "lstat", "oldstat", "oldlstat", "stat64",
+    "stat", "lstat", "oldstat", "oldlstat", "stat64",
     "lstat64", "newfstatat", "fstatat64", "statx", "statfs", "statfs64", "readlink",
     "readlinkat", "getxattr", "lgetxattr", "getxattrat", "listxattr", "llistxattr",
     "listxattrat", "file_getattr", "execve", "execveat", "chdir", "chroot", "uselib",

@@ -245,7 +245,7 @@ int um_prefix_add(const char *p) { return um_prefix_add_kind(p, UM_PREFIX_PLAIN)
 
 int um_set_write(int sc, int kind, int argidx)
 {
-    if (sc < 0 || sc >= nsc || kind < UM_WRITE_NO || kind > UM_WRITE_OPENHOW ||
+    if (sc < 0 || sc >= nsc || kind < UM_WRITE_NO || kind > UM_WRITE_ACCESS ||
         (kind >= UM_WRITE_OFLAGS && (argidx < 0 || argidx > 5)))
         return -EINVAL;
     write_kind[sc] = (unsigned char)kind;
@@ -1039,6 +1039,8 @@ static int call_writes(int tid, int sc, const uint64_t *args)
         if (um_read_mem(tid, args[write_arg[sc]], &flags, sizeof flags) != sizeof flags)
             return 1;
         return (flags & wflags) != 0;
+    case UM_WRITE_ACCESS:
+        return (args[write_arg[sc]] & 2 /* W_OK */) != 0;
     }
     return 0;
 }

@@ -130,6 +130,8 @@ int um_layer_get(const char *path);           /* its kind, 0 if absent */
 #define UM_WRITE_OFLAGS 2  /* args[argidx] are open flags: writes iff O_WRONLY|O_RDWR|O_CREAT|O_TRUNC */
 #define UM_WRITE_OPENHOW 3 /* args[argidx] points to struct open_how (its flags;
                             * unreadable counts as writing) */
+#define UM_WRITE_ACCESS 4  /* args[argidx] is an access(2) mode: "writes" iff W_OK (the
+                            * answer is the copy's where a write would copy up) */
 int um_set_write(int sc, int kind, int argidx);
 void um_set_fd_check(int on); /* AT_EMPTY_PATH calls on an fd under a plain prefix go to Python */
 int um_set_regmap(int abi, int nr_off, int ret_off, const int *arg_offs);

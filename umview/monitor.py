@@ -77,7 +77,8 @@ class SyscallTable:
                         abi_id, self.index[name], slot, path_idx,
                         -1 if dirfd_idx is None else dirfd_idx, empty))
         # the same argument positions on every ABI (open, openat, openat2)
-        kinds = {"always": lib.UM_WRITE_ALWAYS, "oflags": lib.UM_WRITE_OFLAGS, "open_how": lib.UM_WRITE_OPENHOW}
+        kinds = {"always": lib.UM_WRITE_ALWAYS, "oflags": lib.UM_WRITE_OFLAGS, "open_how": lib.UM_WRITE_OPENHOW,
+                 "access": lib.UM_WRITE_ACCESS}
         for name, rule in self.sig.WRITES.items():
             if name in self.index:
                 core.check(lib.um_set_write(self.index[name], kinds[rule[0]], rule[1] if len(rule) > 1 else -1))
