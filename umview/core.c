@@ -1182,8 +1182,11 @@ static int walk_needs_python(const char *raw, int writes)
  * names the dirfd itself (glibc's fstat is newfstatat(fd, "",
  * AT_EMPTY_PATH)): Python sees the call if that fd's file lies under a plain
  * prefix (a module that serves directory listings from a private directory
- * must translate fstat on them). Costs a readlink, so only with fd_check. */
-static int fd_needs_python(int tid, const struct path_arg *pa, const uint64_t *args)
+ * must translate fstat on them), or if the call writes and the file lies
+ * under a layered prefix (a lower file changed through an fd, as futimens or
+ * fchownat(fd, "", AT_EMPTY_PATH) do, must be copied up first). Costs a
+ * readlink, so only with fd_check. */
+static int fd_needs_python(int tid, int sc, const struct path_arg *pa, const uint64_t *args)
 {
     char c, proc[64], path[PATH_MAX + 1];
     if (pa->dirfd < 0)
@@ -1201,7 +1204,8 @@ static int fd_needs_python(int tid, const struct path_arg *pa, const uint64_t *a
         snprintf(proc, sizeof proc, "/proc/%d/fd/%d", tid, fd);
     if (read_link(proc, path, sizeof path) < 0 || path[0] != '/')
         return 0; /* a bad fd (the kernel says so), or a pipe, socket ... */
-    return prefix_kind_of(path) == UM_PREFIX_PLAIN;
+    int k = prefix_kind_of(path);
+    return k == UM_PREFIX_PLAIN || (k == UM_PREFIX_LAYERED && call_writes(tid, sc, args));
 }
 
 /* Does Python need to see this trapped call? For each path argument: under
@@ -1224,7 +1228,7 @@ static int needs_python(int tid, int abi, int sc, const uint64_t *args)
         /* an empty path with AT_EMPTY_PATH names an open file, not a path:
          * whoever owns that fd decides, not the prefix table */
         int n = resolve(tid, pa, args, buf, sizeof buf, 0, raw);
-        if (fd_check && (n == -ENOENT || n == -EFAULT) && fd_needs_python(tid, pa, args))
+        if (fd_check && (n == -ENOENT || n == -EFAULT) && fd_needs_python(tid, sc, pa, args))
             return 1;
         if (n == -ENAMETOOLONG || n == -EFAULT || n == -ENOENT || n == -ENOTDIR || n == -EBADF)
             continue; /* the kernel gives the tracee the same errno */

@@ -384,10 +384,28 @@ LINK = frozenset({"link", "linkat"})
 OPENS = frozenset({"open", "openat", "openat2", "creat"})
 READLINK = frozenset({"readlink", "readlinkat"})
 SOCKET_CALLS = frozenset({"bind", "connect"})
+# calls where a NULL path names the dirfd's file (elsewhere NULL is EFAULT)
+NULL_NAMES_FD = frozenset({"utimensat", "utimensat_time64", "futimesat"})
+# calls that change an open file by its fd alone: for a file of the lower
+# layer, the file is copied up and the call made on the copy by path
+O_PATH = 0o10000000
+AT_SYMLINK_NOFOLLOW = 0x100
+FD_CHANGES = {
+    "fchmod": ("fchmodat", lambda a, p: [AT_FDCWD & 0xFFFFFFFFFFFFFFFF, p, a[1], 0, 0, 0]),
+    "fchown": ("fchownat", lambda a, p: [AT_FDCWD & 0xFFFFFFFFFFFFFFFF, p, a[1], a[2], AT_SYMLINK_NOFOLLOW, 0]),
+    "fsetxattr": ("lsetxattr", lambda a, p: [p, a[1], a[2], a[3], a[4], 0]),
+    "fremovexattr": ("lremovexattr", lambda a, p: [p, a[1], 0, 0, 0, 0]),
+}
 ACCESS = frozenset({"access", "faccessat", "faccessat2"})
 W_OK = 2
 # calls that act on a directory of the view, which a listing directory stands for
 DIR_FD_CALLS = frozenset({"chdir"}) | OPENS
+
+
+def _number(name):
+    from umview.arch import X86_64
+
+    return X86_64.numbers[name]
 
 
 def _signed(v):
@@ -412,6 +430,11 @@ class LayeredMount(RedirectMount):
         super().__init__(target, self._real_path, name=name, exceptions=exceptions)
         pseudo = tuple(p for p in PSEUDO if self.relative(p) is not None)
         self.exceptions += pseudo
+        # the upper layer itself, when it lies under the mount, is real: the
+        # kernel acts on the fds of upper files (and a process may look at
+        # the layer) without a detour through the view
+        if self.relative(self.layers.upper) is not None:
+            self.exceptions += (self.layers.upper,)
         self.mode = mode
         self.set_entries = set()
         # the C core can let a call through only where the lower layer is the
@@ -431,6 +454,8 @@ class LayeredMount(RedirectMount):
         # against the plain prefixes (the raw fstat syscall is not trapped: a
         # program that makes it sees the placeholder)
         self.fd_check = True
+        # rare calls: claimed whole, so that no lower file changes through an fd
+        self.syscalls = self.syscalls | frozenset(FD_CHANGES)
         from umview.arch import signatures
         self.nofollow_rule = signatures.nofollow_rule
 
@@ -541,15 +566,38 @@ class LayeredMount(RedirectMount):
     def wants(self, call):
         if call.name in SOCKET_CALLS:
             return self._socket_path(call) is not None
+        if call.name in FD_CHANGES:
+            return True
         if call.name in self.path_syscalls:
             return self._listing_readlink(call) is not None or any(
-                p is not None and self._relative(call, slot, p) is not None for slot, p in enumerate(call.paths()))
+                p is not None and self._relative(call, slot, p) is not None for slot, p in enumerate(self._paths(call)))
         return False
+
+    @staticmethod
+    def _paths(call):
+        """call.paths(), where a NULL path with a dirfd (utimensat(fd, NULL,
+        ...), futimesat) names the fd's file, as an empty one does."""
+        paths = call.paths()
+        if None not in paths or call.name not in NULL_NAMES_FD:
+            return paths
+        paths = list(paths)
+        for slot, p in enumerate(paths):
+            d = call.dirfd_indices[slot]
+            if p is None and d is not None and not call.args[call.path_indices[slot]]:
+                fd = _signed(call.args[d])
+                try:
+                    link = os.fsencode(os.readlink(f"/proc/{call.tid}/" + ("cwd" if fd == AT_FDCWD else f"fd/{fd}")))
+                except OSError:
+                    continue  # EBADF from the kernel
+                paths[slot] = link if link.startswith(b"/") else None
+        return paths
 
     # --- calls ---
     def enter(self, call):
         if call.name in SOCKET_CALLS:
             return self._socket(call)
+        if call.name in FD_CHANGES:
+            return self._fd_change(call)
         vpath = self._listing_readlink(call)
         if vpath is not None:
             buf, size = call.args[1:3] if call.name == "readlink" else call.args[2:4]
@@ -557,19 +605,21 @@ class LayeredMount(RedirectMount):
             call.write_mem(buf, data)
             return Skip(len(data))
         slots = []
-        for slot, path in enumerate(call.paths()):
+        paths = self._paths(call)
+        for slot, path in enumerate(paths):
             if path is None:
                 continue
             rel = self._relative(call, slot, path)
             if rel is None:
                 continue
             index = call.path_indices[slot]
-            raw = call.read_string(index)
+            # NULL (utimensat(fd, NULL, ...)) names the fd, as "" does
+            raw = call.read_string(index) if call.args[index] else b""
             slots.append((slot, index, rel, raw))
         if not slots:
             return CONTINUE
         name = call.name
-        if None in call.paths():
+        if None in paths:
             # another path argument is bad (EFAULT, EBADF, ENAMETOOLONG...):
             # the call fails, with the errno the kernel finds first
             for s in slots:
@@ -914,6 +964,39 @@ class LayeredMount(RedirectMount):
         self._set(call, i_old, self.layers.up(r_old), raw_old)
         self._prepare_new(call, new, in_place=False)
         return CONTINUE_AFTER
+
+    def _fd_change(self, call):
+        """fchmod, fchown, fsetxattr, fremovexattr on an fd of a lower file
+        (or of a listing directory): made on the file of the view by path."""
+        fd = _signed(call.args[0])
+        if call.abi != "x86_64" or fd < 0:
+            return CONTINUE
+        try:
+            path = os.fsencode(os.readlink(f"/proc/{call.tid}/fd/{fd}"))
+            with open(f"/proc/{call.tid}/fdinfo/{fd}") as f:
+                flags = int(next(line for line in f if line.startswith("flags:")).split()[1], 8)
+        except (OSError, StopIteration, ValueError):
+            return CONTINUE  # the kernel says EBADF
+        rel = self.relative(path) if path.startswith(b"/") else None
+        if rel is None or flags & O_PATH:
+            return CONTINUE
+        node = self.layers.probe(rel)
+        if not node.exists:
+            return CONTINUE  # an unlinked file: the kernel's
+        if node.upper is None:
+            if self._writable_lower(node.real):
+                return CONTINUE
+            if node.is_dir:
+                self.layers.ensure_dir(rel)
+            else:
+                self.layers.copy_up(node)
+        name, args = FD_CHANGES[call.name]
+        real = self.layers.up(rel)
+        where = call.alloc(len(real) + 1)
+        call.write_mem(where, real + b"\0")
+        call.nr = _number(name)
+        call.args[:] = args(call.args, where)
+        return CONTINUE
 
     # --- AF_UNIX sockets ---
     def _socket(self, call):

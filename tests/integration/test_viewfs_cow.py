@@ -491,3 +491,44 @@ def test_bad_input_in_a_cow_view_of_root_fails_as_natively(scratch):
         assert (viewed.stderr, viewed.returncode) == (native.stderr, native.returncode)
     assert not os.path.lexists(os.path.join(scratch, "view-loops"))
     assert not os.path.lexists("/srv/umview-loops")
+
+
+FD_CHANGES = r"""
+import os, sys
+root = sys.argv[1]
+f = os.open(root + "/f", os.O_RDONLY)
+d = os.open(root + "/d", os.O_RDONLY | os.O_DIRECTORY)
+os.fchmod(f, 0o600)
+os.utime(f, (7, 7))               # futimens: utimensat(fd, NULL, ...)
+os.fchmod(d, 0o700)
+os.chown(f, 1, 1)                 # fchown
+os.setxattr(f, "user.umview", b"1")
+print(oct(os.stat(root + "/f").st_mode), os.stat(root + "/f").st_mtime, os.stat(root + "/f").st_uid,
+      oct(os.stat(root + "/d").st_mode), os.getxattr(root + "/f", "user.umview"))
+"""
+
+
+def test_changes_through_an_fd_of_a_lower_file_are_made_on_a_copy(scratch):
+    # fchmod, futimens, fchown and fsetxattr act on an open file, not a path:
+    # on a file of the lower layer they must land on its copy, never the real file
+    need_user("root")
+    low = os.path.join(scratch, "low")
+    os.makedirs(os.path.join(low, "d"))
+    with open(os.path.join(low, "f"), "w") as f:
+        f.write("real\n")
+    os.utime(os.path.join(low, "f"), (1000, 1000))
+    try:
+        os.setxattr(os.path.join(scratch, "low", "f"), "user.probe", b"0")
+        os.removexattr(os.path.join(scratch, "low", "f"), "user.probe")
+    except OSError:
+        pytest.skip("this file system has no user xattrs")
+    before = fingerprint([low])
+    stats = [os.stat(os.path.join(low, n)) for n in ("f", "d")]
+    r = run(view_argv("root", os.path.join(scratch, "layer"), "/", "cow", sys.executable, "-c", FD_CHANGES, low))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().split() == ["0o100600", "7.0", "1", "0o40700", "b'1'"]
+    assert fingerprint([low]) == before
+    after = [os.stat(os.path.join(low, n)) for n in ("f", "d")]
+    assert [(s.st_mode, s.st_mtime_ns, s.st_uid, s.st_ctime_ns) for s in after] == \
+        [(s.st_mode, s.st_mtime_ns, s.st_uid, s.st_ctime_ns) for s in stats]
+    assert os.listxattr(os.path.join(low, "f")) == []
