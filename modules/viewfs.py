@@ -27,7 +27,7 @@ import logging
 import os
 
 from umview.engine import CONTINUE, Engine, Skip
-from umview.layers import LayeredMount
+from umview.layers import LISTING_CALLS, LayeredMount
 from umview.service import Module, RedirectMount
 
 log = logging.getLogger("umview")
@@ -55,6 +55,8 @@ class MountControl(Engine):
     name = "viewfs"
     syscalls = frozenset({"mount", "umount2"})
     mounts_later = True
+    # trapped from the start for the layered mounts made later (their listings)
+    fd_syscalls = LISTING_CALLS
     # newer than every mount, so that umount of a target reaches it before
     # the mount on that target rewrites the path to its source
     newest = True

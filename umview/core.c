@@ -1208,6 +1208,19 @@ static int fd_needs_python(int tid, int sc, const struct path_arg *pa, const uin
     return k == UM_PREFIX_PLAIN || (k == UM_PREFIX_LAYERED && call_writes(tid, sc, args));
 }
 
+/* Is fd's file under a plain prefix (a private directory of a module, such
+ * as viewfs's listing directories, whose getdents it fixes)? A readlink. */
+static int fd_under_plain(int tid, int fd)
+{
+    char proc[64], path[PATH_MAX + 1];
+    if (fd < 0)
+        return 0;
+    snprintf(proc, sizeof proc, "/proc/%d/fd/%d", tid, fd);
+    if (read_link(proc, path, sizeof path) < 0 || path[0] != '/')
+        return 0; /* a bad fd (the kernel says so), or a pipe, socket ... */
+    return prefix_kind_of(path) == UM_PREFIX_PLAIN;
+}
+
 /* Does Python need to see this trapped call? For each path argument: under
  * a plain prefix, yes; under a layered one (and no real one inside it), if
  * the call writes or the layer set names the path; and if a symlink is on
@@ -1216,6 +1229,8 @@ static int needs_python(int tid, int abi, int sc, const uint64_t *args)
 {
     int c = claim[sc];
     if (c & UM_CLAIM_ALL)
+        return 1;
+    if ((c & UM_CLAIM_FD) && fd_under_plain(tid, (int)args[0]))
         return 1;
     if (!(c & UM_CLAIM_PATH))
         return 0;

@@ -22,6 +22,7 @@
 #define UM_CLAIM_ALL 1    /* every call goes to Python */
 #define UM_CLAIM_PATH 2   /* calls with a path argument under a prefix of the table */
 #define UM_CLAIM_REFUSE 4 /* refuse with ENOSYS (a variant no engine can decode) */
+#define UM_CLAIM_FD 8     /* calls whose fd (argument 0) is a file under a plain prefix */
 
 /* how the filter traps a number: a ptrace stop, or a seccomp user
  * notification (for calls C decides alone; see docs/internals.md) */

@@ -21,6 +21,7 @@ engines that asked for it are called oldest first, so an engine loaded last
 sees the call as the process made it and the result as the process gets it.
 """
 import errno as _errno
+import os
 
 from umview import core
 
@@ -88,6 +89,9 @@ class Engine:
     #: empty path and AT_EMPTY_PATH (glibc's fstat) when that file lies under
     #: a plain prefix; costs a readlink per such call, so off unless asked
     fd_check = False
+    #: calls on an open file (the fd in argument 0) that this engine sees when
+    #: that file lies under one of its (plain) ``prefixes``: one readlink in C
+    fd_syscalls = frozenset()
     #: trap path_syscalls from the start even with no prefix yet: the engine
     #: gains prefixes at run time (a module serving mount(2)); a filter can
     #: add traps later only by injection, so claim them up front
@@ -119,6 +123,12 @@ class Engine:
         """Does this engine claim this particular call?"""
         if call.name in self.syscalls:
             return True
+        if call.name in self.fd_syscalls and self.prefixes:
+            try:
+                path = os.fsencode(os.readlink(f"/proc/{call.tid}/fd/{call.args[0] & 0xFFFFFFFF}"))
+            except OSError:
+                return False
+            return under_any(path, self.prefixes)
         if call.name in self.path_syscalls and (self.prefixes or self.layered_prefixes):
             for path in call.paths():
                 if path is not None and (under_any(path, self.prefixes)

@@ -42,7 +42,7 @@ import tempfile
 from umview import core
 from umview.engine import CONTINUE, CONTINUE_AFTER, Skip
 from umview.pathwalk import follows_last
-from umview.service import RedirectMount
+from umview.service import SUN_PATH_MAX, RedirectMount
 
 log = logging.getLogger("umview")
 
@@ -69,6 +69,19 @@ def _lstat(path):
         return os.lstat(path)
     except OSError:
         return None
+
+
+def _entry(e):
+    """(type bits, inode) of a DirEntry, from d_type where it says enough."""
+    if e.is_symlink():
+        kind = stat.S_IFLNK
+    elif e.is_dir(follow_symlinks=False):
+        kind = stat.S_IFDIR
+    elif e.is_file(follow_symlinks=False):
+        kind = stat.S_IFREG
+    else:
+        kind = stat.S_IFMT(e.stat(follow_symlinks=False).st_mode)
+    return kind, e.inode()
 
 
 def _join(base, rel):
@@ -163,7 +176,8 @@ class Layers:
         return os.path.lexists(self.up(rel) + b"/" + OPAQUE)
 
     def listing(self, rel):
-        """The merged entries of an upper directory: {name: st_mode type bits}."""
+        """The merged entries of an upper directory: {name: (st_mode type
+        bits, inode number)}."""
         names = {}
         whiteouts = set()
         up = self.up(rel)
@@ -174,13 +188,13 @@ class Layers:
                     if n != OPAQUE:
                         whiteouts.add(n[len(WH):])
                     continue
-                names[n] = stat.S_IFMT(e.stat(follow_symlinks=False).st_mode)
+                names[n] = _entry(e)
         if not self.opaque(rel):
             try:
                 with os.scandir(self.low(rel)) as it:
                     for e in it:
                         if e.name not in names and e.name not in whiteouts:
-                            names[e.name] = stat.S_IFMT(e.stat(follow_symlinks=False).st_mode)
+                            names[e.name] = _entry(e)
             except (FileNotFoundError, NotADirectoryError):
                 pass
         return names
@@ -328,6 +342,8 @@ class Listings:
         self.counter = itertools.count(1)
         self.cache = {}  # rel -> (key, listing dir)
         self.dirs = {}   # listing dir name -> rel
+        self.inodes = {}  # listing dir name -> {name: the real file's inode}
+        self.aliases = {}  # real directory -> short symlink to it (socket paths)
 
     def get(self, layers, rel):
         key = tuple((s.st_ino, s.st_mtime_ns) if s else None
@@ -339,7 +355,7 @@ class Listings:
         n = str(next(self.counter)).encode()
         d = self.root + b"/" + n
         os.mkdir(d, 0o755)
-        for name, kind in names.items():
+        for name, (kind, _) in names.items():
             p = d + b"/" + name
             if kind == stat.S_IFDIR:
                 os.mkdir(p, 0o755)
@@ -351,10 +367,26 @@ class Listings:
                 open(p, "xb").close()  # devices and sockets list as files
         self.cache[rel] = (key, d)
         self.dirs[n] = rel
+        self.inodes[n] = {name: ino for name, (_, ino) in names.items()}
         return d
+
+    def alias(self, directory):
+        """A short path that leads to a real directory (a symlink of ours)."""
+        link = self.aliases.get(directory)
+        if link is None:
+            link = self.root + b"/s" + str(len(self.aliases)).encode()
+            os.symlink(directory, link)
+            self.aliases[directory] = link
+        return link
 
     def forget(self, rel):
         self.cache.pop(rel, None)
+
+    def inodes_of(self, path):
+        """{name: inode} of the files a listing directory stands for, or None."""
+        if not path.startswith(self.root + b"/"):
+            return None
+        return self.inodes.get(path[len(self.root) + 1:])
 
     def relative(self, path):
         """The view's rel for a path under a listing directory, or None."""
@@ -384,6 +416,7 @@ LINK = frozenset({"link", "linkat"})
 OPENS = frozenset({"open", "openat", "openat2", "creat"})
 READLINK = frozenset({"readlink", "readlinkat"})
 SOCKET_CALLS = frozenset({"bind", "connect"})
+LISTING_CALLS = frozenset({"getdents64"})
 # calls where a NULL path names the dirfd's file (elsewhere NULL is EFAULT)
 NULL_NAMES_FD = frozenset({"utimensat", "utimensat_time64", "futimesat"})
 # calls that change an open file by its fd alone: for a file of the lower
@@ -456,6 +489,8 @@ class LayeredMount(RedirectMount):
         self.fd_check = True
         # rare calls: claimed whole, so that no lower file changes through an fd
         self.syscalls = self.syscalls | frozenset(FD_CHANGES)
+        # the listings' inode numbers are the placeholders': fixed at exit
+        self.fd_syscalls = LISTING_CALLS
         from umview.arch import signatures
         self.nofollow_rule = signatures.nofollow_rule
 
@@ -568,6 +603,8 @@ class LayeredMount(RedirectMount):
             return self._socket_path(call) is not None
         if call.name in FD_CHANGES:
             return True
+        if call.name in self.fd_syscalls:
+            return self._listing_fd(call) is not None
         if call.name in self.path_syscalls:
             return self._listing_readlink(call) is not None or any(
                 p is not None and self._relative(call, slot, p) is not None for slot, p in enumerate(self._paths(call)))
@@ -598,6 +635,9 @@ class LayeredMount(RedirectMount):
             return self._socket(call)
         if call.name in FD_CHANGES:
             return self._fd_change(call)
+        if call.name in self.fd_syscalls:
+            call.layer_listing = self._listing_fd(call)
+            return CONTINUE_AFTER
         vpath = self._listing_readlink(call)
         if vpath is not None:
             buf, size = call.args[1:3] if call.name == "readlink" else call.args[2:4]
@@ -647,6 +687,10 @@ class LayeredMount(RedirectMount):
         return CONTINUE
 
     def exit(self, call):
+        if call.name in self.fd_syscalls:
+            if call.retval is not None and call.retval > 0:
+                self._fix_inodes(call)
+            return
         ok = call.retval is not None and call.retval >= 0
         if not ok:
             for undo in reversed(getattr(call, "layer_undo", ())):
@@ -965,6 +1009,53 @@ class LayeredMount(RedirectMount):
         self._prepare_new(call, new, in_place=False)
         return CONTINUE_AFTER
 
+    @staticmethod
+    def _fd_path(call):
+        fd = _signed(call.args[0])
+        try:
+            return os.fsencode(os.readlink(f"/proc/{call.tid}/fd/{fd}")) if fd >= 0 else None
+        except OSError:
+            return None
+
+    def _listing_fd(self, call):
+        """The listing directory call's fd (argument 0) is open on, or None."""
+        path = self._fd_path(call)
+        return path if path is not None and self.listings.relative(path) is not None else None
+
+    def _view_ino(self, rel):
+        """st_ino of a directory of the view, as stat(2) there gives it."""
+        if not rel:
+            st = _lstat(self.layers.low(rel))
+        else:
+            st = _lstat(self.layers.probe(rel).real)
+        return st.st_ino if st is not None else 0
+
+    def _fix_inodes(self, call):
+        """getdents64 on a listing directory: the placeholders' inode numbers
+        become those of the files they stand for (as stat(2) in the view)."""
+        path = call.layer_listing
+        inodes = self.listings.inodes_of(path)
+        rel = self.listings.relative(path)
+        if inodes is None or rel is None:
+            return
+        buf = bytearray(call.read_mem(call.args[1], call.retval))
+        off = 0
+        while off + 19 <= len(buf):
+            reclen = struct.unpack_from("H", buf, off + 16)[0]
+            if reclen < 19 or off + reclen > len(buf):
+                break
+            name = bytes(buf[off + 19:off + reclen]).split(b"\0", 1)[0]
+            if name == b".":
+                ino = self._view_ino(rel)
+            elif name == b"..":
+                ino = self._view_ino(_parent(rel)[0]) if rel else _lstat(self.target + b"/..").st_ino
+            else:
+                ino = inodes.get(name)
+            if ino:
+                struct.pack_into("Q", buf, off, ino)
+            off += reclen
+        call.write_mem(call.args[1], bytes(buf))
+
     def _fd_change(self, call):
         """fchmod, fchown, fsetxattr, fremovexattr on an fd of a lower file
         (or of a listing directory): made on the file of the view by path."""
@@ -1016,5 +1107,11 @@ class LayeredMount(RedirectMount):
                 real = node.real
         else:
             real = node.real
+        if len(real) >= SUN_PATH_MAX:
+            # the layer's path made it too long for sun_path: reach the
+            # directory through a short symlink of ours (the kernel follows
+            # symlinks in the directory part of a socket path)
+            head, _, name = real.rpartition(b"/")
+            real = self.listings.alias(head) + b"/" + name
         self._point_sockaddr(call, real)
         return CONTINUE_AFTER if call.name == "bind" else CONTINUE

@@ -146,6 +146,10 @@ class Dispatcher:
                     if name not in self.table.sig.PATH_ARGS:
                         raise ValueError(f"engine {e.name}: {name} has no path argument")
                     modes[name] = modes.get(name, 0) | lib.UM_CLAIM_PATH
+            if e.prefixes or e.mounts_later:
+                for name in e.fd_syscalls:
+                    self._check_name(e, name)
+                    modes[name] = modes.get(name, 0) | lib.UM_CLAIM_FD
             for kind, paths in ((lib.UM_PREFIX_PLAIN, e.prefixes), (lib.UM_PREFIX_LAYERED, e.layered_prefixes),
                                 (lib.UM_PREFIX_REAL, e.real_prefixes)):
                 for p in paths:
@@ -180,8 +184,8 @@ class Dispatcher:
             # here) instead of a ptrace stop (45 us); Python's calls pay a
             # second stop. Claims of every call, and a plain "/" prefix, stay
             # ptrace; a layered "/" keeps most calls in C, so it notifies.
-            how = (lib.UM_TRAP_NOTIF if self.notif and mode == lib.UM_CLAIM_PATH and not plain_root
-                   else lib.UM_TRAP_TRACE)
+            how = (lib.UM_TRAP_NOTIF if self.notif and not mode & ~(lib.UM_CLAIM_PATH | lib.UM_CLAIM_FD)
+                   and not plain_root else lib.UM_TRAP_TRACE)
             for abi in self.table.arch.ABIS:
                 nr = abi.numbers.get(name)
                 if nr is not None:
