@@ -144,8 +144,15 @@ static tflag_t *tf(pid_t tid)
     return &tflags[tid];
 }
 
+/* Once the first tracee runs, its filter is fixed: the trap table must keep
+ * saying what the kernel does (a call Python claims later but that the
+ * filter notifies must still be taken as a notification), so changes are
+ * ignored from then on. */
+static int filter_fixed;
+
 int um_init(void)
 {
+    filter_fixed = 0; /* a new view: its filter is yet to be built */
     if (!tflags) {
         FILE *f = fopen("/proc/sys/kernel/pid_max", "r");
         if (f) {
@@ -266,6 +273,8 @@ int um_set_regmap(int abi, int nr_off, int ret_off, const int *arg_offs)
 
 int um_filter_clear(void)
 {
+    if (filter_fixed)
+        return 0;
     memset(trap, 0, sizeof trap);
     return 0;
 }
@@ -276,6 +285,8 @@ int um_filter_trap_nr(int abi, long nr, int how)
         nr &= ~X32_BIT;
     if (abi < 0 || abi >= UM_NABI || nr < 0 || nr >= MAX_NR || (how != UM_TRAP_TRACE && how != UM_TRAP_NOTIF))
         return -EINVAL;
+    if (filter_fixed)
+        return 0;
     /* a call both classes want is traced: ptrace can do all a notification can */
     if (trap[abi][nr] != UM_TRAP_TRACE)
         trap[abi][nr] = (unsigned char)how;
@@ -637,6 +648,7 @@ int um_spawn(char *const argv[], int flags)
         return r;
     }
     pid_t parent = getpid();
+    filter_fixed = 1;
     pid_t pid = fork();
     if (pid < 0) {
         r = -errno;
@@ -1231,6 +1243,8 @@ static int needs_python(int tid, int abi, int sc, const uint64_t *args)
     if (c & UM_CLAIM_ALL)
         return 1;
     if ((c & UM_CLAIM_FD) && fd_under_plain(tid, (int)args[0]))
+        return 1;
+    if ((c & UM_CLAIM_VCWD) && (*tf(tid) & TF_VCWD))
         return 1;
     if (!(c & UM_CLAIM_PATH))
         return 0;

@@ -23,6 +23,7 @@
 #define UM_CLAIM_PATH 2   /* calls with a path argument under a prefix of the table */
 #define UM_CLAIM_REFUSE 4 /* refuse with ENOSYS (a variant no engine can decode) */
 #define UM_CLAIM_FD 8     /* calls whose fd (argument 0) is a file under a plain prefix */
+#define UM_CLAIM_VCWD 16  /* calls of threads whose cwd is virtual (um_set_vcwd) */
 
 /* how the filter traps a number: a ptrace stop, or a seccomp user
  * notification (for calls C decides alone; see docs/internals.md) */
@@ -136,7 +137,7 @@ int um_layer_get(const char *path);           /* its kind, 0 if absent */
 int um_set_write(int sc, int kind, int argidx);
 void um_set_fd_check(int on); /* AT_EMPTY_PATH calls on an fd under a plain prefix go to Python */
 int um_set_regmap(int abi, int nr_off, int ret_off, const int *arg_offs);
-int um_filter_trap_nr(int abi, long nr, int how);
+int um_filter_trap_nr(int abi, long nr, int how); /* no effect once um_spawn ran: the filter is fixed */
 int um_filter_clear(void);
 void um_set_event_mask(int mask);
 void um_set_spin(int iterations);

@@ -51,7 +51,13 @@ def _signed(v):
 class CwdTracker(Engine):
     name = "cwd"
     description = "virtual current directories"
-    syscalls = frozenset({"chdir", "fchdir", "getcwd", "execve", "execveat"})
+    # fchdir always (is the fd one opened through a mount?); getcwd and chdir
+    # of threads with a virtual cwd (chdir under a mount is a path claim);
+    # execve always while a redirecting mount exists (its #! interpreter may
+    # lie under it), else as a path call
+    syscalls = frozenset({"fchdir"})
+    vcwd_syscalls = frozenset({"getcwd", "chdir"})
+    EXEC_ALWAYS = frozenset({"fchdir", "execve", "execveat"})
     newest = True
     mounts_later = True
     walks_symlinks = True
@@ -73,6 +79,11 @@ class CwdTracker(Engine):
     def set_mounts(self, mounts):
         self.mounts = tuple(mounts)
         self.targets = tuple(m.target for m in mounts)
+        # a layered mount's lower files are the real ones at the same path:
+        # an interpreter there is found by the kernel, one in the upper layer
+        # is behind a path the layer set names (its script's call reaches us)
+        redirecting = any(m.target in m.prefixes for m in mounts)
+        self.syscalls = self.EXEC_ALWAYS if redirecting else frozenset({"fchdir"})
         # claim what the mounts claim, with the same kinds: a layered mount
         # lets the C core keep most calls under it, and so must the tracker
         self.prefixes = tuple(dict.fromkeys(p for m in mounts for p in m.prefixes))
@@ -133,7 +144,7 @@ class CwdTracker(Engine):
 
     # --- calls ---
     def wants(self, call):
-        if call.name in self.syscalls:
+        if call.name in self.syscalls or call.name in self.vcwd_syscalls:
             return True
         if call.path_indices and self._tgid(call.tid) in self.vcwd:
             return True

@@ -92,6 +92,9 @@ class Engine:
     #: calls on an open file (the fd in argument 0) that this engine sees when
     #: that file lies under one of its (plain) ``prefixes``: one readlink in C
     fd_syscalls = frozenset()
+    #: calls this engine sees from threads whose cwd is virtual (the cwd
+    #: tracker's getcwd); the C core knows which threads those are
+    vcwd_syscalls = frozenset()
     #: trap path_syscalls from the start even with no prefix yet: the engine
     #: gains prefixes at run time (a module serving mount(2)); a filter can
     #: add traps later only by injection, so claim them up front
@@ -121,7 +124,7 @@ class Engine:
 
     def wants(self, call):
         """Does this engine claim this particular call?"""
-        if call.name in self.syscalls:
+        if call.name in self.syscalls or call.name in self.vcwd_syscalls:
             return True
         if call.name in self.fd_syscalls and self.prefixes:
             try:

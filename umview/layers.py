@@ -731,7 +731,11 @@ class LayeredMount(RedirectMount):
             return
         node = self.layers.probe(rel)
         real = node.real
-        if node.upper is not None and node.is_dir and (want_dir or call.name in DIR_FD_CALLS):
+        if call.name == "chdir" and node.lower is not None and stat.S_ISDIR(node.lower.st_mode):
+            # a merged directory: the cwd is the lower one, whose path is the
+            # view's, so relative paths stay with the C core (no virtual cwd)
+            real = self.layers.low(rel)
+        elif node.upper is not None and node.is_dir and (want_dir or call.name in DIR_FD_CALLS):
             real = self.listings.get(self.layers, rel)
         elif not rel and node.lower is not None:
             real = self.layers.low(rel)  # the mount point's own attributes are the lower's

@@ -146,6 +146,9 @@ class Dispatcher:
                     if name not in self.table.sig.PATH_ARGS:
                         raise ValueError(f"engine {e.name}: {name} has no path argument")
                     modes[name] = modes.get(name, 0) | lib.UM_CLAIM_PATH
+            for name in e.vcwd_syscalls:
+                self._check_name(e, name)
+                modes[name] = modes.get(name, 0) | lib.UM_CLAIM_VCWD
             if e.prefixes or e.mounts_later:
                 for name in e.fd_syscalls:
                     self._check_name(e, name)
@@ -184,7 +187,7 @@ class Dispatcher:
             # here) instead of a ptrace stop (45 us); Python's calls pay a
             # second stop. Claims of every call, and a plain "/" prefix, stay
             # ptrace; a layered "/" keeps most calls in C, so it notifies.
-            how = (lib.UM_TRAP_NOTIF if self.notif and not mode & ~(lib.UM_CLAIM_PATH | lib.UM_CLAIM_FD)
+            how = (lib.UM_TRAP_NOTIF if self.notif and not mode & ~(lib.UM_CLAIM_PATH | lib.UM_CLAIM_FD | lib.UM_CLAIM_VCWD)
                    and not plain_root else lib.UM_TRAP_TRACE)
             for abi in self.table.arch.ABIS:
                 nr = abi.numbers.get(name)
