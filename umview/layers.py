@@ -334,16 +334,28 @@ class Layers:
         return [(rel, LAYER_HIDE)]
 
 
+def _memory_dir():
+    """A directory in memory for the placeholders (making a file there costs
+    a few µs; on a disk it can cost half a millisecond), else the default."""
+    for d in (os.environ.get("XDG_RUNTIME_DIR"), "/dev/shm"):
+        if d and os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK):
+            return d
+    return None
+
+
 class Listings:
     """Private directories of placeholders that stand for merged listings."""
 
     def __init__(self):
-        self.root = os.fsencode(tempfile.mkdtemp(prefix="umview-listing-"))
+        self.root = os.fsencode(tempfile.mkdtemp(prefix="umview-listing-", dir=_memory_dir()))
         self.counter = itertools.count(1)
         self.cache = {}  # rel -> (key, listing dir)
         self.dirs = {}   # listing dir name -> rel
         self.inodes = {}  # listing dir name -> {name: the real file's inode}
         self.aliases = {}  # real directory -> short symlink to it (socket paths)
+        self.stale = []   # names of listing dirs made again since: removed once unused
+
+    STALE_MAX = 64
 
     def get(self, layers, rel):
         key = tuple((s.st_ino, s.st_mtime_ns) if s else None
@@ -351,6 +363,8 @@ class Listings:
         hit = self.cache.get(rel)
         if hit is not None and hit[0] == key:
             return hit[1]
+        if hit is not None:
+            self._retire(hit[1])
         names = layers.listing(rel)
         n = str(next(self.counter)).encode()
         d = self.root + b"/" + n
@@ -364,7 +378,7 @@ class Listings:
             elif kind == stat.S_IFIFO:
                 os.mkfifo(p, 0o644)
             else:
-                open(p, "xb").close()  # devices and sockets list as files
+                os.mknod(p, stat.S_IFREG | 0o644)  # devices and sockets list as files
         self.cache[rel] = (key, d)
         self.dirs[n] = rel
         self.inodes[n] = {name: ino for name, (_, ino) in names.items()}
@@ -380,7 +394,43 @@ class Listings:
         return link
 
     def forget(self, rel):
-        self.cache.pop(rel, None)
+        hit = self.cache.pop(rel, None)
+        if hit is not None:
+            self._retire(hit[1])
+
+    def _retire(self, d):
+        """A listing directory that is out of date: it stays while an fd or a
+        cwd uses it (a process may be reading it), and goes with the others
+        once enough have piled up and no process holds them."""
+        self.stale.append(d[len(self.root) + 1:])
+        if len(self.stale) < self.STALE_MAX:
+            return
+        held = set()
+        prefix = self.root + b"/"
+        for pid in os.listdir(b"/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                links = [b"/proc/" + pid + b"/cwd"] + [b"/proc/" + pid + b"/fd/" + fd
+                                                      for fd in os.listdir(b"/proc/" + pid + b"/fd")]
+            except OSError:
+                continue  # gone, or not ours to read
+            for link in links:
+                try:
+                    target = os.readlink(link)
+                except OSError:
+                    continue
+                if target.startswith(prefix):
+                    held.add(target[len(prefix):].split(b"/", 1)[0])
+        keep = []
+        for n in self.stale:
+            if n in held:
+                keep.append(n)
+                continue
+            shutil.rmtree(self.root + b"/" + n, ignore_errors=True)
+            self.dirs.pop(n, None)
+            self.inodes.pop(n, None)
+        self.stale = keep
 
     def inodes_of(self, path):
         """{name: inode} of the files a listing directory stands for, or None."""
