@@ -42,6 +42,17 @@ class ViewfsMount(RedirectMount):
         self.mode = mode
         super().__init__(target, self._real, name=f"viewfs {target.decode(errors='replace')}",
                          exceptions=exceptions)
+        # a cwd or dirfd in the source, where the kernel resolves names by
+        # itself: ".." from there must be walked in the view
+        self.alias_prefixes = (self.source,) if self.source != b"/" else ()
+
+    def virtual_of(self, real):
+        """The view's path of a real path under the source, or None."""
+        src = self.source
+        if real == src or real.startswith(src.rstrip(b"/") + b"/"):
+            v = self.target.rstrip(b"/") + real[len(src.rstrip(b"/")):] or b"/"
+            return v if self.relative(v) is not None else None
+        return None
 
     def _real(self, rel):
         if not rel:

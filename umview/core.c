@@ -121,6 +121,8 @@ static struct um_stats stats;
 #define TF_REDIRECT 64 /* a notification needs Python: interrupted, its restart is awaited */
 #define TF_AWAIT_ENTRY 128 /* resumed with PTRACE_SYSCALL for the restarted call's entry stop */
 #define TF_PASS 256    /* handled at its entry stop: let its coming notification through */
+#define TF_FAITHFUL 512 /* with TF_VCWD: the kernel's cwd shows the names the virtual one
+                         * does, so a relative path without ".." needs no Python */
 typedef uint16_t tflag_t;
 static tflag_t *tflags;
 static long pid_max = 4194304;
@@ -236,7 +238,7 @@ int um_prefix_add_kind(const char *p, int kind)
     size_t l = strlen(p);
     if (nprefixes >= (int)(sizeof prefixes / sizeof prefixes[0]))
         return -ENOSPC;
-    if (l == 0 || p[0] != '/' || kind < UM_PREFIX_PLAIN || kind > UM_PREFIX_REAL)
+    if (l == 0 || p[0] != '/' || kind < UM_PREFIX_PLAIN || kind > UM_PREFIX_ALIAS)
         return -EINVAL;
     while (l > 1 && p[l - 1] == '/')
         l--;
@@ -958,9 +960,20 @@ static int read_link(const char *proc, char *out, int size)
  * dirfd: with fd_ok it resolves to the fd's path, without it -ENOENT (the
  * call acts on an open file, not on a path). Returns the length or -errno
  * (unreadable, too long, or the base directory is not a directory). */
-static int resolve(int tid, const struct path_arg *pa, const uint64_t *args, char *out, int size, int fd_ok,
-                   char *raw)
+/* Does a path have a ".." component? */
+static int has_dotdot(const char *p)
 {
+    for (const char *c = p; (c = strstr(c, "..")) != NULL; c += 2)
+        if ((c == p || c[-1] == '/') && (c[2] == 0 || c[2] == '/'))
+            return 1;
+    return 0;
+}
+
+static int resolve(int tid, const struct path_arg *pa, const uint64_t *args, char *out, int size, int fd_ok,
+                   char *raw, int *climbs)
+{
+    if (climbs)
+        *climbs = 0;
     if (pa->path < 0)
         return -ENOENT;
     char rel[PATH_MAX + 1];
@@ -968,6 +981,8 @@ static int resolve(int tid, const struct path_arg *pa, const uint64_t *args, cha
     if (n < 0)
         return n;
     stats.path_reads++;
+    if (climbs && rel[0] != '/')
+        *climbs = has_dotdot(rel);
     if (rel[0] == '/') {
         if (n >= size)
             return -ENAMETOOLONG;
@@ -978,7 +993,8 @@ static int resolve(int tid, const struct path_arg *pa, const uint64_t *args, cha
     }
     int dirfd = pa->dirfd >= 0 ? (int)args[pa->dirfd] : AT_FDCWD_;
     /* relative to a virtual cwd: only Python knows where that is */
-    if (!fd_ok && n > 0 && dirfd == AT_FDCWD_ && (*tf(tid) & TF_VCWD))
+    if (!fd_ok && n > 0 && dirfd == AT_FDCWD_ && (*tf(tid) & TF_VCWD) &&
+        !((*tf(tid) & TF_FAITHFUL) && !has_dotdot(rel)))
         return -EAGAIN;
     /* "" is ENOENT unless AT_EMPTY_PATH makes it the dirfd itself */
     if (n == 0 && (!fd_ok || pa->emptyflg < 0 || !(args[pa->emptyflg] & AT_EMPTY_PATH_)))
@@ -1008,7 +1024,7 @@ int um_resolve_path(int tid, int abi, int sc, int slot, const uint64_t *args, ch
 {
     if (abi < 0 || abi >= UM_NABI || sc < 0 || sc >= nsc || slot < 0 || slot >= PATH_SLOTS || size < 2)
         return -EINVAL;
-    return resolve(tid, &path_args[abi][sc][slot], args, out, size, 1, NULL);
+    return resolve(tid, &path_args[abi][sc][slot], args, out, size, 1, NULL, NULL);
 }
 
 /* How the prefix table sees a normalized absolute path: UM_PREFIX_PLAIN if
@@ -1256,7 +1272,8 @@ static int needs_python(int tid, int abi, int sc, const uint64_t *args)
             continue;
         /* an empty path with AT_EMPTY_PATH names an open file, not a path:
          * whoever owns that fd decides, not the prefix table */
-        int n = resolve(tid, pa, args, buf, sizeof buf, 0, raw);
+        int climbs;
+        int n = resolve(tid, pa, args, buf, sizeof buf, 0, raw, &climbs);
         if (fd_check && (n == -ENOENT || n == -EFAULT) && fd_needs_python(tid, sc, pa, args))
             return 1;
         if (n == -ENAMETOOLONG || n == -EFAULT || n == -ENOENT || n == -ENOTDIR || n == -EBADF)
@@ -1265,6 +1282,10 @@ static int needs_python(int tid, int abi, int sc, const uint64_t *args)
             return 1; /* unsure: let Python decide */
         int k = prefix_kind_of(buf);
         if (k == UM_PREFIX_PLAIN)
+            return 1;
+        /* ".." from a directory of a layer's upper directory: its parent
+         * there lacks what the view shows (the lower layer's names) */
+        if (climbs && (k == UM_PREFIX_ALIAS || prefix_kind_of(raw) == UM_PREFIX_ALIAS))
             return 1;
         if (k == UM_PREFIX_LAYERED) {
             if (writes < 0)
@@ -1355,10 +1376,11 @@ int um_set_vcwd(int tid, int on)
 {
     if (tid <= 0 || tid > pid_max)
         return -EINVAL;
-    if (on)
+    *tf(tid) &= (tflag_t)~(TF_VCWD | TF_FAITHFUL);
+    if (on & UM_VCWD)
         *tf(tid) |= TF_VCWD;
-    else
-        *tf(tid) &= ~TF_VCWD;
+    if ((on & UM_VCWD) && (on & UM_VCWD_FAITHFUL))
+        *tf(tid) |= TF_FAITHFUL;
     return 0;
 }
 
@@ -1748,8 +1770,8 @@ int um_next(struct um_event *ev)
                     /* the child inherits the cwd state; if its first stop came
                      * first it was held: it may run now */
                     tflag_t held = *tf(child) & TF_HELD;
-                    *tf(child) = (tflag_t)((*tf(child) & ~(TF_HELD | TF_VCWD)) | TF_ANNOUNCED |
-                                                 (*tf(tid) & TF_VCWD));
+                    *tf(child) = (tflag_t)((*tf(child) & ~(TF_HELD | TF_VCWD | TF_FAITHFUL)) |
+                                           TF_ANNOUNCED | (*tf(tid) & (TF_VCWD | TF_FAITHFUL)));
                     if (held) {
                         unhold(child);
                         held_release = child;

@@ -113,6 +113,9 @@ int um_prefix_add(const char *prefix); /* = um_prefix_add_kind(prefix, UM_PREFIX
                              * layer is the real tree at the same path; Python sees
                              * writes and paths the layer set names */
 #define UM_PREFIX_REAL 2    /* always real: an except= path of a layered mount */
+#define UM_PREFIX_ALIAS 3   /* real, but another path of the view stands for it (a
+                             * layer's upper directory): a path relative to a dirfd
+                             * or cwd in it that climbs with ".." goes to Python */
 int um_prefix_add_kind(const char *prefix, int kind);
 int um_prefix_kind(const char *path); /* the kind a path falls under, -1 for none */
 
@@ -155,6 +158,9 @@ int um_read_string(int tid, uint64_t addr, char *buf, int size);
 int um_resolve_path(int tid, int abi, int sc, int slot, const uint64_t *args, char *out, int size);
 int um_ssi_available(void);
 int um_notif_supported(void);
+#define UM_VCWD 1          /* um_set_vcwd: its cwd is virtual */
+#define UM_VCWD_FAITHFUL 2 /* ... and the kernel's cwd shows the same names below it:
+                            * relative paths without ".." stay with the kernel */
 int um_set_vcwd(int tid, int on);
 void um_set_symlink_check(int on);
 void um_restore_signals(void);

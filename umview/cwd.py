@@ -74,6 +74,7 @@ class CwdTracker(Engine):
         self.tgid = {}      # tid -> tgid
         self.threads = {}   # tgid -> set of tids
         self.vcwd = {}      # tgid -> virtual cwd (bytes), only where it is virtual
+        self.faithful = {}  # tgid -> the real cwd, where the virtual one is faithful
         self.fd_paths = {}  # (tgid, fd) -> (virtual path, real path)
 
     def set_mounts(self, mounts):
@@ -89,6 +90,7 @@ class CwdTracker(Engine):
         self.prefixes = tuple(dict.fromkeys(p for m in mounts for p in m.prefixes))
         self.layered_prefixes = tuple(dict.fromkeys(p for m in mounts for p in getattr(m, "layered_prefixes", ())))
         self.real_prefixes = tuple(dict.fromkeys(p for m in mounts for p in getattr(m, "real_prefixes", ())))
+        self.alias_prefixes = tuple(dict.fromkeys(p for m in mounts for p in getattr(m, "alias_prefixes", ())))
 
     def realize(self, vpath):
         """The real path the mounts make of a virtual path (newest first, as the
@@ -112,6 +114,8 @@ class CwdTracker(Engine):
         parent = self._tgid(parent_tid)
         if parent in self.vcwd:
             self.vcwd[child_tid] = self.vcwd[parent]
+        if parent in self.faithful:
+            self.faithful[child_tid] = self.faithful[parent]
         inherited = {(child_tid, fd): v for (g, fd), v in self.fd_paths.items() if g == parent}
         self.fd_paths.update(inherited)
 
@@ -129,18 +133,57 @@ class CwdTracker(Engine):
         if tid == g and not members:
             self.threads.pop(g, None)
             self.vcwd.pop(g, None)
+            self.faithful.pop(g, None)
             for key in [k for k in self.fd_paths if k[0] == g]:
                 del self.fd_paths[key]
 
     def _set_vcwd(self, tid, virtual):
         g = self._tgid(tid)
+        self.faithful.pop(g, None)
         if virtual is None:
             self.vcwd.pop(g, None)
+            on = 0
         else:
             self.vcwd[g] = virtual
-        on = int(virtual is not None)
+            on = core.lib.UM_VCWD
+            real = self._cwd_target(tid)
+            if real is not None and self._faithful(virtual, real):
+                on |= core.lib.UM_VCWD_FAITHFUL
+                self.faithful[g] = real
         for t in self.threads.get(g, {g}) | {tid}:
             core.check(core.lib.um_set_vcwd(t, on))
+
+    def _faithful(self, virtual, real):
+        """Does the real directory show the names the virtual one does, all
+        the way down (a mount's image of the directory, with no other mount
+        below it)? Then the kernel may resolve relative paths without "..".
+        """
+        below = virtual.rstrip(b"/") + b"/"
+        if any(t.startswith(below) for t in self.targets):
+            return False
+        for m in reversed(self.mounts):
+            rel = m.relative(virtual)
+            if rel is not None:
+                shows = getattr(m, "shows_same_names", None)
+                return bool(shows and shows(rel, real))
+        return False
+
+    def _below_faithful(self, g, real):
+        """The virtual path of a real path at or below the faithful cwd of
+        process g (as it was when g entered it), or None."""
+        base = self.faithful.get(g)
+        if base is None or not (real == base or real.startswith(base.rstrip(b"/") + b"/")):
+            return None
+        return self.vcwd[g].rstrip(b"/") + real[len(base.rstrip(b"/")):] or b"/"
+
+    def _from_real(self, real):
+        """The virtual path of a real directory that a mount shows, or None."""
+        for m in reversed(self.mounts):
+            virtual_of = getattr(m, "virtual_of", None)
+            v = virtual_of(real) if virtual_of else None
+            if v is not None:
+                return v
+        return None
 
     # --- calls ---
     def wants(self, call):
@@ -192,9 +235,16 @@ class CwdTracker(Engine):
         elif call.name == "fchdir":
             fd = _signed(call.args[0])
             entry = self.fd_paths.get((g, fd))
-            if entry is not None and self._fd_target(call.tid, fd) != entry[1]:
+            real = self._fd_target(call.tid, fd)
+            if entry is not None and real != entry[1]:
                 entry = None
-            self._set_vcwd(call.tid, entry[0] if entry else None)
+            # an fd the kernel opened by itself below a faithful cwd: its
+            # place below the virtual cwd, or what the mount showing it says
+            if entry is None and real is not None:
+                virtual = self._below_faithful(g, real) or self._from_real(real)
+            else:
+                virtual = entry[0] if entry else None
+            self._set_vcwd(call.tid, virtual)
         elif call.name in OPENS and self._redirected(call):
             real = self._fd_target(call.tid, call.retval)
             if real is not None and len(self.fd_paths) < MAX_FD_PATHS:
@@ -285,6 +335,10 @@ class CwdTracker(Engine):
                     continue  # a bad dirfd: the kernel says EBADF
                 if not base.startswith(b"/"):
                     continue  # ENOTDIR from the kernel
+                # a directory a mount shows (opened or entered by the kernel
+                # below a faithful cwd): walk from its path in the view, so
+                # that ".." leads where the view says
+                base = self._from_real(base) or base
                 full = base + b"/" + path
             else:
                 full = path
@@ -311,6 +365,13 @@ class CwdTracker(Engine):
             return call.read_string(call.path_indices[0]) != call.named
         except OSError:
             return False
+
+    @staticmethod
+    def _cwd_target(tid):
+        try:
+            return os.fsencode(os.readlink(f"/proc/{tid}/cwd"))
+        except OSError:
+            return None
 
     @staticmethod
     def _fd_target(tid, fd):

@@ -85,6 +85,10 @@ class Engine:
     prefixes = ()
     layered_prefixes = ()
     real_prefixes = ()
+    #: real directories another path of the view stands for (a layer's upper
+    #: directory): kept in C, but a path relative to a cwd or dirfd in one
+    #: that climbs with ".." reaches Python
+    alias_prefixes = ()
     #: the C core also hands the engine calls that name an open file with an
     #: empty path and AT_EMPTY_PATH (glibc's fstat) when that file lies under
     #: a plain prefix; costs a readlink per such call, so off unless asked

@@ -330,7 +330,11 @@ class Layers:
                 return [(rel, LAYER_HIDE)]
             return [(rel, 0)]
         if stat.S_ISDIR(st.st_mode):
-            return [(rel, LAYER_HIDE if self.opaque(rel) else LAYER_DIR)]
+            # a directory only the upper layer has: everything below it is
+            # there too, and may be made by the kernel without us (a cwd in
+            # it is faithful), so all of it is ours to resolve
+            merged = not self.opaque(rel) and os.path.isdir(self.low(rel))
+            return [(rel, LAYER_DIR if merged else LAYER_HIDE)]
         return [(rel, LAYER_HIDE)]
 
 
@@ -513,9 +517,12 @@ class LayeredMount(RedirectMount):
         super().__init__(target, self._real_path, name=name, exceptions=exceptions)
         pseudo = tuple(p for p in PSEUDO if self.relative(p) is not None)
         self.exceptions += pseudo
-        # the upper layer itself, when it lies under the mount, is real: the
-        # kernel acts on the fds of upper files (and a process may look at
-        # the layer) without a detour through the view
+        # the upper layer itself is real to the kernel (the fds of upper
+        # files, a cwd or dirfd in an upper directory, a process looking at
+        # the layer) but an *alias* to the C core: a path relative to an
+        # upper directory that climbs with ".." reaches us, to be mapped back
+        # into the view (the upper parent lacks the lower names)
+        self.alias_prefixes = (self.layers.upper,)
         if self.relative(self.layers.upper) is not None:
             self.exceptions += (self.layers.upper,)
         self.mode = mode
@@ -527,7 +534,7 @@ class LayeredMount(RedirectMount):
         self.prefixes = (self.listings.root,) + PROC_FD_PREFIXES
         if self.layers.lower == self.target:
             self.layered_prefixes = (self.target,)
-            self.real_prefixes = self.exceptions
+            self.real_prefixes = tuple(e for e in self.exceptions if e != self.layers.upper)
             self.layer_in_core = True
         else:
             self.prefixes += (self.target,)
@@ -619,6 +626,13 @@ class LayeredMount(RedirectMount):
         """relative(), and for a magic link /proc/PID/fd/N[/rest] that the call
         follows, the view's path of the open file, when that file is a
         listing directory of this mount or a file of its lower layer."""
+        up = self.layers.upper
+        if path == up or path.startswith(up + b"/"):
+            # reached from an upper directory (a cwd or dirfd the kernel
+            # resolved): the view's name; named absolutely: the layer itself
+            index = call.path_indices[slot]
+            raw = call.read_string(index) if call.args[index] else b""
+            return None if raw.startswith(b"/") else path[len(up) + 1:]
         found = self._proc_fd(path, call)
         if found is None:
             return self.relative(path)
@@ -786,12 +800,31 @@ class LayeredMount(RedirectMount):
             # view's, so relative paths stay with the C core (no virtual cwd)
             real = self.layers.low(rel)
         elif node.upper is not None and node.is_dir and (want_dir or call.name in DIR_FD_CALLS):
-            real = self.listings.get(self.layers, rel)
+            # a directory only the upper layer has is its own listing (and a
+            # faithful cwd); a merged or opaque one needs a listing directory
+            real = self.layers.up(rel) if self._upper_only(node) else self.listings.get(self.layers, rel)
         elif not rel and node.lower is not None:
             real = self.layers.low(rel)  # the mount point's own attributes are the lower's
         elif raw.endswith(b"/") and not real.endswith(b"/"):
             real += b"/"
         self._set(call, index, real, raw)
+
+    def _upper_only(self, node):
+        return (node.upper is not None and stat.S_ISDIR(node.upper.st_mode) and node.rel
+                and not os.path.lexists(self.layers.low(node.rel)) and not self.layers.opaque(node.rel))
+
+    def shows_same_names(self, rel, real):
+        """Is real (a cwd) this mount's image of rel, all the way down? (See
+        CwdTracker: relative paths without ".." then stay with the kernel.)"""
+        return real == self.layers.up(rel) and self._upper_only(self.layers.probe(rel)) and \
+            not any(e.startswith(_join(self.target, rel) + b"/") for e in self.exceptions)
+
+    def virtual_of(self, real):
+        """The view's path of a real path in the upper layer, or None."""
+        up = self.layers.upper
+        if real == up or real.startswith(up + b"/"):
+            return _join(self.target, real[len(up) + 1:])
+        return None
 
     def _writable_lower(self, path):
         # a symlink itself, not what it points to (maybe nothing): changing

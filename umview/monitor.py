@@ -135,7 +135,7 @@ class Dispatcher:
         more calls to Python wins."""
         modes = {}
         prefixes = {}
-        rank = {lib.UM_PREFIX_PLAIN: 2, lib.UM_PREFIX_LAYERED: 1, lib.UM_PREFIX_REAL: 0}
+        rank = {lib.UM_PREFIX_PLAIN: 3, lib.UM_PREFIX_LAYERED: 2, lib.UM_PREFIX_ALIAS: 1, lib.UM_PREFIX_REAL: 0}
         for e in self.engines:
             for name in e.syscalls:
                 self._check_name(e, name)
@@ -154,7 +154,7 @@ class Dispatcher:
                     self._check_name(e, name)
                     modes[name] = modes.get(name, 0) | lib.UM_CLAIM_FD
             for kind, paths in ((lib.UM_PREFIX_PLAIN, e.prefixes), (lib.UM_PREFIX_LAYERED, e.layered_prefixes),
-                                (lib.UM_PREFIX_REAL, e.real_prefixes)):
+                                (lib.UM_PREFIX_REAL, e.real_prefixes), (lib.UM_PREFIX_ALIAS, e.alias_prefixes)):
                 for p in paths:
                     p = p.encode() if isinstance(p, str) else p
                     if p not in prefixes or rank[kind] > rank[prefixes[p]]:

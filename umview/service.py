@@ -99,6 +99,13 @@ class RedirectMount(Engine):
             return path[len(t) + 1:]
         return None
 
+    def shows_same_names(self, rel, real):
+        """Is real (a cwd) this mount's image of rel, all the way down? Then
+        the kernel resolves paths relative to it without ".." as the view
+        does (see CwdTracker)."""
+        below = (self.target.rstrip(b"/") + b"/" + rel if rel else self.target) + b"/"
+        return real == self.real_path(rel) and not any(e.startswith(below) for e in self.exceptions)
+
     def literal_relative(self, raw):
         """For an absolute path as written (b"/mnt/a/../b/"), the part below the
         mount point as written, when its ".." never climb above the mount

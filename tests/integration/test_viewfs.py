@@ -106,3 +106,17 @@ def test_except_keeps_subpaths_real(dirs, tmp_path):
                 f' "$VUUMOUNT" {target}; "$VUMOUNT" -t viewfs -o except=/elsewhere {src} {target}; echo $?',
                 tmp_path)
     assert r.stdout == b"real keep\nfrom the project\n32\n", r.stderr
+
+
+def test_dotdot_from_a_dirfd_inside_the_mount_climbs_in_the_view(dirs, tmp_path):
+    # the kernel's fd is on the source: its ".." is the source's parent, the
+    # view's is the target's (where "hidden" was replaced, "beside" is not)
+    src, target = dirs
+    (target.parent / "beside").write_text("next to the mount point\n")
+    script = ("import os, sys; t = sys.argv[1]; fd = os.open(t + '/sub', os.O_RDONLY);"
+              " print(open(os.open('../../beside', os.O_RDONLY, dir_fd=fd)).read(), end='');"
+              " os.chdir(t + '/sub'); print(open('../../beside').read(), end='');"
+              " os.fchdir(fd); print(os.getcwd() == t + '/sub')")
+    r = run(umview_argv("-p", f"viewfs,mount={src}:{target}", "--", sys.executable, "-c", script, str(target)))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"next to the mount point\nnext to the mount point\nTrue\n"

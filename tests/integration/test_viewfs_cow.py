@@ -592,3 +592,42 @@ def test_listing_of_a_merged_directory_gives_each_files_own_inode(scratch):
     stats = dict(line.split() for line in r2.stdout.decode().splitlines())
     assert inodes == {".": stats[low], "..": stats[os.path.dirname(low)],
                       **{n: stats[os.path.join(low, n)] for n in ("f", "l", "new", "sub")}}
+
+
+NEW_DIR_WORK = r"""
+import os, sys
+root = sys.argv[1]
+os.mkdir(os.path.join(root, "new"))
+os.chdir(os.path.join(root, "new"))
+for i in range(200):
+    with open(f"f{i}", "w") as f:
+        f.write(str(i))
+    os.stat(f"f{i}")
+os.mkdir("sub")
+fd = os.open("sub", os.O_RDONLY)
+print(os.getcwd() == os.path.join(root, "new"), len(os.listdir(".")))
+print(open("../lower-file").read(), open(os.open("../../lower-file", os.O_RDONLY, dir_fd=fd)).read())
+os.fchdir(fd)
+print(os.getcwd() == os.path.join(root, "new", "sub"), open("../f7").read())
+"""
+
+
+def test_work_in_a_new_directory_stays_with_the_kernel_and_dotdot_leads_to_the_view(scratch):
+    # a directory only the layer holds shows the same names as its real
+    # upper directory: the kernel resolves relative names there by itself;
+    # ".." (from the cwd or a dirfd) climbs into the view, lower names included
+    need_user("root")
+    low = os.path.join(scratch, "low")
+    os.makedirs(low)
+    with open(os.path.join(low, "lower-file"), "w") as f:
+        f.write("lower")
+    stats = os.path.join(scratch, "stats.json")
+    r = run(umview_for("root", "--stats-file", stats, "-p", f"viewfs,mount={scratch}/layer:/:cow", "--",
+                       sys.executable, "-c", NEW_DIR_WORK, low))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().split("\n") == ["True 201", "lower lower", "True 7", ""]
+    assert not os.path.exists(os.path.join(low, "new"))
+    with open(stats) as f:
+        counts = json.loads(f.readline())
+    # 400 calls on names in the new directory; a few dozen reach Python
+    assert counts["python_events"] < 100, counts
