@@ -15,6 +15,9 @@ process made it. For a process whose cwd is virtual it
   to Python: it knows which processes have a virtual cwd);
 - follows chdir(2) and fchdir(2): the cwd is virtual exactly when the path
   the kernel received differs from the one the process named;
+- marks a virtual cwd *faithful* when the kernel's cwd shows the same names
+  all the way down (a mount's image of it, no other mount below): the C core
+  then lets relative paths without ".." through to the kernel;
 - runs ``#!`` scripts whose interpreter lies under a mount (the kernel would
   look for the interpreter in the real file system): execve(2) of such a
   script becomes the execve of the interpreter, with the argument list the
