@@ -12,6 +12,8 @@ examples:
   umview --stats -- make -j2  run a build, then print how many calls stopped
   umview -p unreal ls /unreal/etc   /unreal/X is X
   umview --engine examples/lying_engine.py:LyingEngine -- uname -n
+  umview --trace - cat /etc/hostname          an strace-like log on stderr
+  umview -p unreal --trace t.log --trace-kernel cat /unreal/etc/hostname
 
 The exit status is the command's: its exit code, or, if it was killed by a
 signal, umview dies of the same signal (a shell then reports 128+N).
@@ -35,6 +37,16 @@ def build_parser():
     p.add_argument("-e", "--engine", action="append", default=[], metavar="FILE.py:CLASS",
                    help="load an engine class from a Python file or module "
                    "(MODULE:CLASS); may be repeated, later ones are newer")
+    p.add_argument("--trace", metavar="FILE",
+                   help="write one line per system call, strace-like, to FILE ('-': stderr): "
+                   "the call as the process made it and the result it got; a call a module "
+                   "rewrote ends in [rewritten], one it served in [virtual]. Every traced "
+                   "call stops the process (about as slow as strace -f)")
+    p.add_argument("--trace-calls", metavar="NAME,...",
+                   help="trace only these calls; classes: %%file (path calls), %%process, "
+                   "%%network, %%desc (fd calls)")
+    p.add_argument("--trace-kernel", action="store_true",
+                   help="for a rewritten call, also show it as the kernel received it")
     p.add_argument("--stats", action="store_true",
                    help="print stop and Python-crossing counts on stderr at the end")
     p.add_argument("--stats-file", metavar="FILE",
@@ -122,6 +134,26 @@ def main(argv=None):
         print(f"umview: cannot load engine: {exc}", file=sys.stderr)
         return 2
 
+    tracer = None
+    if args.trace_calls or args.trace_kernel:
+        if not args.trace:
+            print("umview: --trace-calls and --trace-kernel need --trace FILE", file=sys.stderr)
+            return 2
+    if args.trace:
+        from umview.trace import TraceEngine, expand_classes, open_trace
+
+        try:
+            calls = expand_classes(args.trace_calls.split(",")) if args.trace_calls else None
+            out = open_trace(args.trace)
+        except ValueError as exc:
+            print(f"umview: --trace-calls: {exc}", file=sys.stderr)
+            return 2
+        except OSError as exc:
+            print(f"umview: --trace {args.trace}: {exc.strerror}", file=sys.stderr)
+            return 2
+        tracer = TraceEngine(out, calls, kernel=args.trace_kernel)
+        engines.append(tracer)  # the newest: see it as the process does
+
     monitor = Monitor(engines, spin=args.spin)
     try:
         attach(modules, monitor)
@@ -137,6 +169,8 @@ def main(argv=None):
         return 2
     finally:
         close(modules)
+        if tracer is not None:
+            tracer.close()
     if args.stats or args.stats_file:
         stats = Stats.from_core()
         if args.stats:

@@ -103,7 +103,8 @@ class Engine:
     #: gains prefixes at run time (a module serving mount(2)); a filter can
     #: add traps later only by injection, so claim them up front
     mounts_later = False
-    #: stays the newest engine when others are added at run time
+    #: stays the newest engine when others are added at run time; a rank:
+    #: True stays above plain engines, 2 (the tracer) above those too
     newest = False
     #: walks symlinks in the view: the C core then also hands it path calls
     #: that have a symlink on their way (they may lead under a prefix)
@@ -125,6 +126,9 @@ class Engine:
 
     def on_exit(self, tid):
         """tid is gone."""
+
+    def on_exit_status(self, tid, status):
+        """tid is gone; status is its wait status (called after on_exit)."""
 
     def wants(self, call):
         """Does this engine claim this particular call?"""
@@ -185,6 +189,8 @@ class Call:
         self.sp = sp
         self.retval = None
         self.execed = False
+        #: the name of the engine that skipped the call (virtualized it), or None
+        self.skipped_by = None
         # per path slot: the argument index of the path, and of its dirfd (None: cwd)
         self.path_indices = tuple(p for p, _ in path_args)
         self.dirfd_indices = tuple(d for _, d in path_args)

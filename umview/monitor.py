@@ -111,7 +111,9 @@ class Dispatcher:
         if not isinstance(engine, Engine):
             raise TypeError(f"{engine!r} is not an umview Engine")
         at = len(self.engines)
-        while at > 0 and self.engines[at - 1].newest and not engine.newest:
+        # newest is a rank: True (1) stays above plain engines, the tracer's 2
+        # above those too
+        while at > 0 and self.engines[at - 1].newest > engine.newest:
             at -= 1
         self.engines.insert(at, engine)
         self._refresh_mount_prefixes()
@@ -211,6 +213,7 @@ class Dispatcher:
             action = _run_engine(engine, "enter", call)
             if isinstance(action, Skip):
                 call.retval = action.result
+                call.skipped_by = engine.name
                 self._run_exits(exits, call)
                 return lib.UM_REPLY_SKIP, call.retval, []
             if action is CONTINUE_AFTER:
@@ -219,6 +222,7 @@ class Dispatcher:
                 _log().error("engine %s returned %r from enter(%s): failing the call with EIO",
                           engine.name, action, call.name)
                 call.retval = -errno.EIO
+                call.skipped_by = engine.name
                 self._run_exits(exits, call)
                 return lib.UM_REPLY_SKIP, call.retval, []
         return (lib.UM_REPLY_CONTINUE_AFTER if exits else lib.UM_REPLY_CONTINUE), 0, exits
@@ -350,6 +354,7 @@ class Monitor:
         self._on_fork = [e for e in engines if type(e).on_fork is not Engine.on_fork]
         self._on_exec = [e for e in engines if type(e).on_exec is not Engine.on_exec]
         self._on_exit = [e for e in engines if type(e).on_exit is not Engine.on_exit]
+        self._on_exit_status = [e for e in engines if type(e).on_exit_status is not Engine.on_exit_status]
         wanted = lib.UM_WANT_EXEC | lib.UM_WANT_EXIT if engines else 0
         if self._on_fork:
             wanted |= lib.UM_WANT_FORK
@@ -419,6 +424,8 @@ class Monitor:
                 self._pending.pop(ev.tid, None)
                 for e in self._on_exit:
                     _run_hook(e.on_exit, ev.tid)
+                for e in self._on_exit_status:
+                    _run_hook(e.on_exit_status, ev.tid, ev.status)
             elif kind == lib.UM_EV_DONE:
                 return
             elif kind == lib.UM_EV_ERROR:
