@@ -366,7 +366,9 @@ class TraceEngine(Engine):
         from umview.arch import signatures
 
         self.out = out
-        self.syscalls = frozenset(arch.NAMES if calls is None else calls)
+        self.shown = frozenset(arch.NAMES if calls is None else calls)
+        # execve is always seen: the log starts at the command's first one
+        self.syscalls = self.shown | {"execve", "execveat"}
         self.kernel = kernel
         self.fmt = Formatter(signatures, SYSCALL_PROTOTYPES, SYSCALL_ARG_DICT)
         self._open = {}  # tid -> _Open
@@ -404,6 +406,8 @@ class TraceEngine(Engine):
             if call.name not in ("execve", "execveat") or call.retval != 0:
                 return
             self._started = True
+        if call.name not in self.shown:
+            return
         self._interrupt(call.tid)
         marks = ""
         virtual = getattr(call, "skipped_by", None)

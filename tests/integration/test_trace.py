@@ -1,0 +1,158 @@
+"""umview --trace: an strace-like log, checked against strace itself where it
+can be, and against what the modules do (the call as the process made it,
+the result as it got it)."""
+import os
+import re
+import shutil
+import signal
+import sys
+
+import pytest
+
+from conftest import run, umview_argv
+
+STRACE = shutil.which("strace") or ("/usr/bin/strace" if os.path.exists("/usr/bin/strace") else None)
+LINE = re.compile(r"^(\d+) (\w+)\((.*)\) = (-?\w+|\?)(?: (E[A-Z0-9]+) \(.*?\))?( \[.*)?$")
+
+
+def traced(tmp_path, *opts, cmd, env=None):
+    """Run cmd under umview --trace; return (completed process, log lines)."""
+    log = tmp_path / "trace.log"
+    r = run(umview_argv("--trace", str(log), *opts, "--", *cmd), cwd=tmp_path,
+            env=env or dict(os.environ, LC_ALL="C"))
+    return r, log.read_text().splitlines()
+
+
+def calls(lines, names=None):
+    """(pid, name, args, result, errno name, marks) of each complete call line."""
+    out = []
+    for line in lines:
+        m = LINE.match(line)
+        if m and (names is None or m.group(2) in names):
+            out.append(m.groups())
+    return out
+
+
+def strace_pairs(tmp_path, names, cmd):
+    """(name, result) of each call strace -f logs for cmd."""
+    log = tmp_path / "strace.log"
+    r = run([STRACE, "-f", "-qq", "-o", str(log), "-e", "trace=" + ",".join(names), *cmd],
+            cwd=tmp_path, env=dict(os.environ, LC_ALL="C"))
+    assert r.returncode == 0, r.stderr
+    pairs = []
+    for line in log.read_text().splitlines():
+        m = re.match(r"^(?:\d+ +)?(\w+)\(.*\) += (-?\w+)", line)
+        if m:
+            pairs.append(m.groups())
+    return pairs
+
+
+PATH_CALLS = ["execve", "openat", "access", "newfstatat", "readlink", "getdents64", "close", "read"]
+
+
+@pytest.mark.skipif(STRACE is None, reason="strace is not installed")
+@pytest.mark.parametrize("cmd", [["cat", "FILE"], ["ls", "-a", "DIR"],
+                                 [sys.executable, "-S", "-c", "open('FILE').read()"]],
+                         ids=["cat", "ls", "python"])
+def test_trace_names_and_results_match_strace(tmp_path, cmd):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f").write_text("hello\n")
+    cmd = [a.replace("FILE", str(tmp_path / "d" / "f")).replace("DIR", str(tmp_path / "d")) for a in cmd]
+    cmd[0] = shutil.which(cmd[0])
+    want = strace_pairs(tmp_path, PATH_CALLS, cmd)
+    r, lines = traced(tmp_path, "--trace-calls", ",".join(PATH_CALLS), cmd=cmd)
+    assert r.returncode == 0, r.stderr
+    got = [(name, res) for _, name, _, res, _, _ in calls(lines)]
+    assert len(want) > 5 and got == want
+
+
+def test_unreal_trace_shows_the_call_as_made_and_the_real_result(tmp_path):
+    r, lines = traced(tmp_path, "-p", "unreal", cmd=["cat", "/unreal/etc/hostname"])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == open("/etc/hostname", "rb").read()
+    opens = [ln for ln in lines if "hostname" in ln and " openat(" in ln]
+    assert len(opens) == 1, lines
+    assert re.match(r'^\d+ openat\(AT_FDCWD, "/unreal/etc/hostname", O_RDONLY\) = 3 \[rewritten\]$',
+                    opens[0]), opens
+
+
+def test_trace_kernel_shows_the_rewritten_path(tmp_path):
+    r, lines = traced(tmp_path, "-p", "unreal", "--trace-kernel", "--trace-calls", "openat",
+                      cmd=["cat", "/unreal/etc/hostname"])
+    assert r.returncode == 0, r.stderr
+    assert any(ln.endswith('openat(AT_FDCWD, "/unreal/etc/hostname", O_RDONLY) = 3 '
+                           '[rewritten: openat(AT_FDCWD, "/etc/hostname", O_RDONLY)]') for ln in lines), lines
+
+
+def test_virtualized_call_is_marked(tmp_path):
+    from conftest import LYING_ENGINE
+
+    r, lines = traced(tmp_path, "--engine", LYING_ENGINE, "--trace-calls", "getpid",
+                      cmd=[sys.executable, "-S", "-c", "import os; print(os.getpid())"])
+    assert r.returncode == 0, r.stderr
+    pid = r.stdout.decode().strip()
+    assert f"getpid() = {pid} [virtual]" in "\n".join(lines)
+
+
+def test_failing_call_shows_errno_name(tmp_path):
+    r, lines = traced(tmp_path, "--trace-calls", "openat", cmd=["cat", "/nonexistent/x"])
+    assert r.returncode == 1
+    assert any(ln.endswith('openat(AT_FDCWD, "/nonexistent/x", O_RDONLY) = -1 ENOENT (No such file or directory)')
+               for ln in lines), lines
+
+
+def test_trace_calls_restricts_the_log(tmp_path):
+    r, lines = traced(tmp_path, "--trace-calls", "%file", cmd=["cat", "/etc/hostname"])
+    assert r.returncode == 0
+    names = {c[1] for c in calls(lines)}
+    assert "openat" in names and "execve" in names
+    assert not names & {"read", "write", "close", "mmap", "brk"}, names
+
+
+def test_unknown_trace_call_is_an_error():
+    r = run(umview_argv("--trace", "-", "--trace-calls", "nosuchcall", "--", "true"))
+    assert r.returncode == 2 and b"nosuchcall" in r.stderr
+
+
+def test_forked_child_calls_carry_its_pid(tmp_path):
+    # the child sleeps, so the parent's wait4 surely blocks while it runs
+    prog = ("import os, time\npid = os.fork()\nif pid == 0:\n    os.access('/child-was-here', 0)\n"
+            "    time.sleep(0.3)\n    os._exit(7)\nos.waitpid(pid, 0)\nprint(pid)\n")
+    r, lines = traced(tmp_path, "--trace-calls", "access,wait4,exit_group",
+                      cmd=[sys.executable, "-S", "-c", prog])
+    assert r.returncode == 0, r.stderr
+    child = r.stdout.decode().strip()
+    text = "\n".join(lines)
+    # one line, or split if the parent's wait4 entry came between (strace -f does the same)
+    assert (f'{child} access("/child-was-here", F_OK) = -1 ENOENT' in text
+            or f'{child} access("/child-was-here", F_OK <unfinished ...>\n' in text
+            and f'{child} <... access resumed>) = -1 ENOENT' in text), text
+    assert f"{child} +++ exited with 7 +++" in text
+    assert f"{child} exit_group(7) = ?" in text
+    # the parent's wait4 blocks while the child runs: split like strace -f
+    assert re.search(rf"^\d+ wait4\({child}, .* <unfinished \.\.\.>$", text, re.M)
+    assert re.search(rf"^\d+ <\.\.\. wait4 resumed>\) = {child}$", text, re.M)
+
+
+def test_bad_pointer_prints_its_address(tmp_path):
+    prog = "import ctypes; ctypes.CDLL(None).syscall(21, ctypes.c_void_p(0xdead0000), 0)"
+    r, lines = traced(tmp_path, "--trace-calls", "access", cmd=[sys.executable, "-S", "-c", prog])
+    assert r.returncode == 0, r.stderr
+    assert "access(0xdead0000, F_OK) = -1 EFAULT (Bad address)" in "\n".join(lines)
+
+
+def test_log_is_complete_when_the_command_is_killed(tmp_path):
+    prog = "import os; open('/etc/hostname').close(); os.kill(os.getpid(), 9)"
+    r, lines = traced(tmp_path, "--trace-calls", "openat,kill", cmd=[sys.executable, "-S", "-c", prog])
+    assert r.returncode == -signal.SIGKILL
+    text = "\n".join(lines)
+    assert '"/etc/hostname", O_RDONLY|O_CLOEXEC) = 3' in text
+    assert re.search(r"kill\(\d+, SIGKILL\)", text)
+    assert lines[-1].endswith("+++ killed by SIGKILL +++"), lines[-3:]
+
+
+def test_trace_to_stderr(tmp_path):
+    r = run(umview_argv("--trace", "-", "--trace-calls", "openat", "--", "cat", "/etc/hostname"))
+    assert r.returncode == 0
+    assert b'openat(AT_FDCWD, "/etc/hostname", O_RDONLY) = 3' in r.stderr
+    assert r.stdout == open("/etc/hostname", "rb").read()
