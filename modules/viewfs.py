@@ -131,6 +131,9 @@ class Viewfs(Module):
             if hasattr(m, "attach"):
                 m.attach()
 
+    def busy(self):
+        return bool(self.mounts)
+
     def close(self):
         for m in self.mounts:
             if hasattr(m, "detach"):

@@ -51,6 +51,52 @@ def load_modules(specs):
     return modules, engines
 
 
+def load_service(spec, present):
+    """um_add_service: the module of a -p spec and its engines, plus the cwd
+    tracker if its engines need one and the view (present) has none."""
+    from umview.cwd import CwdTracker
+
+    modules, engines = load_modules([spec])
+    if any(isinstance(e, CwdTracker) for e in present):
+        engines = [e for e in engines if not isinstance(e, CwdTracker)]
+    return modules[0], engines
+
+
+class Reserve:
+    """``umview --services``: an engine that claims, from the start, what the
+    engines of every known module may claim, and wants no call. The filter is
+    fixed when the first process runs (stacking a filter on each running
+    process is not done), so this is what lets um_add_service load modules
+    later; the price is a trap on every path call (docs/services.md)."""
+
+    def __new__(cls):
+        from umview.cwd import CwdTracker
+        from umview.engine import Engine
+
+        class _Reserve(Engine):
+            name = "reserve"
+            description = "the calls modules loaded at run time may claim (--services)"
+            mounts_later = True
+
+            def wants(self, call):
+                return False
+
+        r = _Reserve()
+        sets = {"syscalls": set(), "path_syscalls": set(), "fd_syscalls": set(), "vcwd_syscalls": set()}
+        engines = [CwdTracker()]
+        for name in sorted(set(BUILTIN) | set(_entry_points())):
+            try:
+                engines += module_class(name)({}).engines()
+            except Exception:  # noqa: BLE001 - a module that needs options claims as it will
+                continue
+        for e in engines:
+            for k, v in sets.items():
+                v.update(getattr(e, k))
+        for k, v in sets.items():
+            setattr(r, k, frozenset(v))
+        return r
+
+
 def attach(modules, monitor):
     """Give the modules the running view, for mounts made from inside it."""
     for m in modules:

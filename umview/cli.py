@@ -14,6 +14,10 @@ examples:
   umview --engine examples/lying_engine.py:LyingEngine -- uname -n
   umview --trace - cat /etc/hostname          an strace-like log on stderr
   umview -p unreal --trace t.log --trace-kernel cat /unreal/etc/hostname
+  umview --services bash      then, inside: um_add_service unreal; ls /unreal/etc
+
+Inside a view: um_add_service, um_del_service, um_ls_service, um_fsalias,
+viewname, vuname (docs/services.md).
 
 The exit status is the command's: its exit code, or, if it was killed by a
 signal, umview dies of the same signal (a shell then reports 128+N).
@@ -33,6 +37,11 @@ def build_parser():
     p.add_argument("-p", "--module", action="append", default=[], metavar="NAME[,OPT[=V]...]",
                    help="load a module (e.g. unreal); may be repeated, later ones are newer; "
                    "--list-modules shows them")
+    p.add_argument("--services", action="store_true",
+                   help="let um_add_service load modules later: trap from the start what any known "
+                   "module may claim (every path call stops; see docs/services.md)")
+    p.add_argument("-V", "--viewname", default="", metavar="NAME",
+                   help="the view's name (viewname and vuname -N show it)")
     p.add_argument("--list-modules", action="store_true", help="list the modules umview knows and exit")
     p.add_argument("-e", "--engine", action="append", default=[], metavar="FILE.py:CLASS",
                    help="load an engine class from a Python file or module "
@@ -101,7 +110,7 @@ def load_engine(spec):
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.engine or args.module or args.verbose:
+    if args.engine or args.module or args.verbose or args.services:
         import logging
 
         logging.basicConfig(format="umview: %(message)s",
@@ -122,9 +131,17 @@ def main(argv=None):
         print(f"umview: {exc}", file=sys.stderr)
         return 1
     try:
-        from umview.assembly import attach, close, load_modules
+        from umview.assembly import Reserve, attach, close, load_service
+        from umview.service import parse_spec
+        from umview.servicecontrol import ServiceControl
 
-        modules, engines = load_modules(args.module)
+        control = ServiceControl(loader=load_service, view_name=args.viewname)
+        modules, engines = [], [Reserve()] if args.services else []
+        for spec in args.module:
+            module, new = load_service(spec, engines)
+            modules.append(module)
+            engines += new
+            control.register(parse_spec(spec)[0], module, new)
     except (ValueError, ImportError) as exc:
         print(f"umview: {exc}", file=sys.stderr)
         return 2
@@ -154,7 +171,7 @@ def main(argv=None):
         tracer = TraceEngine(out, calls, kernel=args.trace_kernel)
         engines.append(tracer)  # the newest: see it as the process does
 
-    monitor = Monitor(engines, spin=args.spin)
+    monitor = Monitor(engines, spin=args.spin, control=control)
     try:
         attach(modules, monitor)
         status = monitor.run(command)
@@ -168,7 +185,7 @@ def main(argv=None):
         print(f"umview: {exc}", file=sys.stderr)
         return 2
     finally:
-        close(modules)
+        close([s.module for s in control.services])
         if tracer is not None:
             tracer.close()
     if args.stats or args.stats_file:

@@ -63,3 +63,146 @@ def vuumount_main(argv=None):
             print(f"vuumount: {HINT}", file=sys.stderr)
         return 32
     return 0
+
+
+# --- the control channel's commands (umview.control, docs/services.md) ---
+
+def _control_parser(prog, description, epilog=None):
+    return argparse.ArgumentParser(prog=prog, description=description, epilog=epilog,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _run_control(prog, action, quiet=False):
+    """Run action(); outside a view, or on a refusal, a message and status 1."""
+    from umview import control
+
+    try:
+        return action() or 0
+    except control.NotInView:
+        if not quiet:
+            print(f"{prog}: {control.NOT_IN_VIEW}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        if not quiet:
+            print(f"{prog}: {exc.strerror} ({errno_name(exc.errno)})", file=sys.stderr)
+        return 1
+
+
+def errno_name(code):
+    import errno
+
+    return errno.errorcode.get(code, str(code))
+
+
+def um_add_service_main(argv=None):
+    from umview import control
+
+    p = _control_parser("um_add_service", "Load a module into the running view: its engines are "
+                        "added, each with a new epoch (the newest).",
+                        "example: um_add_service viewfs; mount -t viewfs -o cow /tmp/l /\n"
+                        "The view must have been started with `umview --services` for a module "
+                        "that claims calls its filter does not trap.")
+    p.add_argument("-p", "--permanent", action="store_true", help="um_del_service will refuse to remove it")
+    p.add_argument("spec", metavar="MODULE[,OPTIONS]", help="as umview -p (umview --list-modules)")
+    args = p.parse_args(argv)
+    return _run_control(p.prog, lambda: control.add_service(args.spec, args.permanent))
+
+
+def um_del_service_main(argv=None):
+    from umview import control
+
+    p = _control_parser("um_del_service", "Remove a service (the newest of that name) from the "
+                        "running view. EBUSY while it is permanent or its mounts exist.")
+    p.add_argument("name", metavar="MODULE")
+    args = p.parse_args(argv)
+    return _run_control(p.prog, lambda: control.del_service(args.name))
+
+
+def um_ls_service_main(argv=None):
+    from umview import control
+
+    p = _control_parser("um_ls_service", "List the services of the running view, oldest first: "
+                        "name and description (and 'permanent').")
+    p.parse_args(argv)
+
+    def show():
+        for name, desc, flags in control.list_services():
+            print(f"{name}: {desc}" + (f" [{flags}]" if flags else ""))
+
+    return _run_control(p.prog, show)
+
+
+def um_fsalias_main(argv=None):
+    from umview import control
+
+    p = _control_parser("um_fsalias", "Make mount -t ALIAS reach the service of FSTYPE; with no "
+                        "FSTYPE, delete ALIAS.", "example: um_fsalias bind viewfs; mount -t bind SRC DST")
+    p.add_argument("alias", metavar="ALIAS")
+    p.add_argument("fstype", metavar="FSTYPE", nargs="?")
+    args = p.parse_args(argv)
+    return _run_control(p.prog, lambda: control.fsalias(args.alias, args.fstype))
+
+
+def viewname_main(argv=None):
+    from umview import control
+
+    p = _control_parser("viewname", "Show the view's name, or set it to NAME.")
+    p.add_argument("-p", "--print", action="store_true", help="print the name (after setting it, with NAME)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no message outside a view (the status says it)")
+    p.add_argument("name", metavar="NAME", nargs="?")
+    args = p.parse_args(argv)
+
+    def act():
+        if args.name is not None:
+            control.set_viewname(args.name)
+        if args.name is None or args.print:
+            print(control.get_viewname())
+
+    return _run_control(p.prog, act, quiet=args.quiet)
+
+
+UNAME_FIELDS = (("s", "kernel-name"), ("n", "nodename"), ("r", "kernel-release"), ("v", "kernel-version"),
+                ("m", "machine"), ("p", "processor"), ("i", "hardware-platform"), ("o", "operating-system"))
+VIEW_FIELDS = (("U", "serverid", "the monitor's id (its pid)"), ("V", "viewid", "the view's id"),
+               ("N", "viewname", "the view's name"))
+
+
+def vuname_main(argv=None):
+    """uname, plus the view: outside a view it is uname."""
+    import subprocess
+
+    from umview import control
+
+    p = _control_parser("vuname", "Print system information as uname(1) does, and which view "
+                        "this is: -U server id, -V view id, -N view name. Outside a view, uname.")
+    p.add_argument("-a", "--all", action="store_true", help="all of the below (the view's fields in a view)")
+    for short, long in UNAME_FIELDS:
+        p.add_argument(f"-{short}", f"--{long}", action="store_true", dest=short, help=f"as uname -{short}")
+    for short, long, what in VIEW_FIELDS:
+        p.add_argument(f"-{short}", f"--{long}", action="store_true", dest=short, help=what)
+    args = p.parse_args(argv)
+    std = [f"-{s}" for s, _ in UNAME_FIELDS if getattr(args, s)]
+    if args.all:
+        std = ["-a"]
+    view = [s for s, _, _ in VIEW_FIELDS if getattr(args, s) or args.all]
+    try:
+        info = control.view_info()
+    except control.NotInView:
+        info = None
+    if info is None:
+        if view and not args.all:
+            print(f"vuname: -{''.join(view)}: {control.NOT_IN_VIEW}", file=sys.stderr)
+            return 1
+        os.execvp("uname", ["uname"] + std)
+    if not std and not view:
+        std = ["-s"]
+    out = []
+    if std:
+        r = subprocess.run(["uname"] + std, stdout=subprocess.PIPE)
+        if r.returncode:
+            return r.returncode
+        out.append(r.stdout.decode().rstrip("\n"))
+    values = dict(zip("UVN", info))
+    out += [str(values[s]) for s in view]
+    print(" ".join(out))
+    return 0

@@ -88,6 +88,7 @@ static short nr_to_sc[UM_NABI][MAX_NR];
 static struct path_arg path_args[UM_NABI][MAX_SC][PATH_SLOTS];
 static unsigned char claim[MAX_SC];
 static int nsc;
+static int control_sc = -1; /* the neutral index of UM_NR_CONTROL (core.h) */
 
 static char *prefixes[256];
 static size_t prefix_len[256];
@@ -102,7 +103,14 @@ static signed char write_arg[MAX_SC];
 struct regmap {
     int nr, ret, args[6];
 };
-static struct regmap regmap[UM_NABI];
+#define UR(f) (int)offsetof(struct user_regs_struct, f)
+/* the arch/ tables' register maps, until Python sets them: a view with no
+ * engine loads no tables, yet answers the control call */
+static struct regmap regmap[UM_NABI] = {
+    [UM_ABI_X86_64] = {UR(orig_rax), UR(rax), {UR(rdi), UR(rsi), UR(rdx), UR(r10), UR(r8), UR(r9)}},
+    [UM_ABI_I386] = {UR(orig_rax), UR(rax), {UR(rbx), UR(rcx), UR(rdx), UR(rsi), UR(rdi), UR(rbp)}},
+    [UM_ABI_X32] = {UR(orig_rax), UR(rax), {UR(rdi), UR(rsi), UR(rdx), UR(r10), UR(r8), UR(r9)}},
+};
 
 /* filter: per ABI, a bitmap of trapped numbers */
 static unsigned char trap[UM_NABI][MAX_NR];
@@ -176,6 +184,7 @@ int um_table_reset(int n)
     if (n < 0 || n > MAX_SC)
         return -EINVAL;
     nsc = n;
+    control_sc = -1;
     for (int a = 0; a < UM_NABI; a++)
         for (int i = 0; i < MAX_NR; i++)
             nr_to_sc[a][i] = -1;
@@ -185,11 +194,21 @@ int um_table_reset(int n)
     return 0;
 }
 
+int um_set_control_sc(int sc)
+{
+    if (sc < -1 || sc >= nsc)
+        return -EINVAL;
+    control_sc = sc;
+    return 0;
+}
+
 /* the one bounds-checked look-up from (abi, nr) to a neutral index */
 static int lookup_sc(int abi, long nr)
 {
     if (abi == UM_ABI_X32)
         nr &= ~X32_BIT;
+    if (nr == UM_NR_CONTROL && abi >= 0 && abi < UM_NABI)
+        return control_sc;
     if (abi < 0 || abi >= UM_NABI || nr < 0 || nr >= MAX_NR)
         return -1;
     return nr_to_sc[abi][nr];
@@ -503,6 +522,13 @@ static int collect(int abi, long *out)
     return n;
 }
 
+/* the control channel: trapped on every ABI, whatever the modules claim */
+static void emit_control(struct bpf_buf *b, uint32_t bias)
+{
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, UM_NR_CONTROL | bias, 0, 1));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE));
+}
+
 static int build_filter(struct bpf_buf *b)
 {
     static long nrs[MAX_NR];
@@ -525,15 +551,18 @@ static int build_filter(struct bpf_buf *b)
     int jx32 = b->n;
     emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, (uint32_t)X32_BIT, 0, 1));
     emit(b, (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, 0)); /* -> LX32 */
+    emit_control(b, 0);
     emit_search(b, nrs, trap[UM_ABI_X86_64], 0, collect(UM_ABI_X86_64, nrs), 0);
 
     int lx32 = b->n;
     b->f[jx32 + 1].k = (uint32_t)(lx32 - (jx32 + 1) - 1);
+    emit_control(b, (uint32_t)X32_BIT);
     emit_search(b, nrs, trap[UM_ABI_X32], 0, collect(UM_ABI_X32, nrs), (uint32_t)X32_BIT);
 
     int l32 = b->n;
     b->f[j32 + 1].k = (uint32_t)(l32 - (j32 + 1) - 1);
     emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
+    emit_control(b, 0);
     emit_search(b, nrs, trap[UM_ABI_I386], 0, collect(UM_ABI_I386, nrs), 0);
     return b->overflow ? -E2BIG : 0;
 }
@@ -1700,7 +1729,11 @@ int um_next(struct um_event *ev)
             }
             int abi = abi_of(&si);
             int sc = abi < 0 ? -1 : lookup_sc(abi, (long)si.seccomp.nr);
-            int c = sc >= 0 ? claim[sc] : abi >= 0 && !trap[abi][si.seccomp.nr & (MAX_NR - 1)] ? 0 : UM_CLAIM_REFUSE;
+            int c = sc >= 0 ? claim[sc]
+                    : abi >= 0 && (si.seccomp.nr & ~(uint64_t)X32_BIT) != UM_NR_CONTROL &&
+                              !trap[abi][si.seccomp.nr & (MAX_NR - 1)]
+                        ? 0
+                        : UM_CLAIM_REFUSE; /* a control call with no one to answer: ENOSYS */
             if (c & UM_CLAIM_REFUSE) {
                 /* a call from an ABI or of a kind no engine can decode */
                 stats.refused++;

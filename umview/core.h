@@ -142,6 +142,13 @@ void um_set_fd_check(int on); /* AT_EMPTY_PATH calls on an fd under a plain pref
 int um_set_regmap(int abi, int nr_off, int ret_off, const int *arg_offs);
 int um_filter_trap_nr(int abi, long nr, int how); /* no effect once um_spawn ran: the filter is fixed */
 int um_filter_clear(void);
+
+/* The control channel (docs/services.md): one private system call number, far
+ * above any real one on every ABI (x32: with its bias). The filter always traps
+ * it; lookup gives it the neutral index Python chose (um_set_control_sc), so
+ * the monitor answers it; natively the kernel says ENOSYS. */
+#define UM_NR_CONTROL 0x564f53 /* "VOS" */
+int um_set_control_sc(int sc);
 void um_set_event_mask(int mask);
 void um_set_spin(int iterations);
 

@@ -43,7 +43,10 @@ class SyscallTable:
 
         self.arch = arch
         self.sig = signatures
-        self.names = list(arch.NAMES)
+        from umview.servicecontrol import CONTROL
+
+        # the pseudo-syscall of the control channel last (core.h, UM_NR_CONTROL)
+        self.names = list(arch.NAMES) + [CONTROL]
         self.index = {n: i for i, n in enumerate(self.names)}
         self.abis = {abi.name: abi for abi in arch.ABIS}
         # neutral name -> names that trap with it on other ABIs
@@ -57,6 +60,7 @@ class SyscallTable:
 
     def load_into_core(self):
         core.check(lib.um_table_reset(len(self.names)))
+        core.check(lib.um_set_control_sc(len(self.names) - 1))
         for abi in self.arch.ABIS:
             abi_id = ABI_IDS[abi.name]
             for nr, name in abi.syscalls.items():
@@ -111,9 +115,8 @@ class Dispatcher:
         if not isinstance(engine, Engine):
             raise TypeError(f"{engine!r} is not an umview Engine")
         at = len(self.engines)
-        # newest is a rank: True (1) stays above plain engines, the tracer's 2
-        # above those too
-        while at > 0 and self.engines[at - 1].newest > engine.newest:
+        # newest is a rank: True (1) stays above plain engines, 2 above those
+        while at > 0 and int(self.engines[at - 1].newest) > int(engine.newest):
             at -= 1
         self.engines.insert(at, engine)
         self._refresh_mount_prefixes()
@@ -315,50 +318,91 @@ class Monitor:
     turns it into an exit code, negative for a signal).
     """
 
-    def __init__(self, engines=(), spin=0, notif=None):
+    def __init__(self, engines=(), spin=0, notif=None, control=None):
         """notif: serve the fast path with seccomp user notifications; None
-        means when the kernel supports them with same-CPU wake-ups (6.6+)."""
-        engines = list(engines)
+        means when the kernel supports them with same-CPU wake-ups (6.6+).
+        control: the ServiceControl engine answering the control channel
+        (umview.servicecontrol); a default one (no module loader) if None."""
+        from umview.servicecontrol import ServiceControl
+
+        # no engine, no syscall tables (their import is most of umview's
+        # start-up): the control call alone is mapped (run)
         self.table = SyscallTable() if engines else None
         self.dispatcher = Dispatcher(self.table)
+        self.control = control if control is not None else ServiceControl()
+        self.control.monitor = self
+        self.dispatcher.add(self.control)
         for e in engines:
             self.dispatcher.add(e)
         self.spin = spin
         self.notif = notif
         self._pending = {}
+        self._running = False
+        self._trapped = None  # the names the running filter traps (fixed at spawn)
 
     def add_engine(self, engine):
         """Register an engine while the view runs (a mount): new epoch, tables reloaded."""
         self.dispatcher.add(engine)
-        if self.table is not None:
+        if self._trapped is not None:  # running; else run() loads the tables
             self.dispatcher.load_into_core()
+            self._update_hooks()
 
     def remove_engine(self, engine):
         self.dispatcher.remove(engine)
-        if self.table is not None:
+        if self._trapped is not None:
             self.dispatcher.load_into_core()
+            self._update_hooks()
 
-    def run(self, argv):
-        if not argv:
-            raise ValueError("no command to run")
-        core.check(lib.um_init())
-        if self.table is not None:
-            notif = self.notif
-            if notif is None:
-                notif = os.environ.get("UMVIEW_NOTIF", "1") != "0" and bool(lib.um_notif_supported())
-            self.dispatcher.notif = notif
-            self.table.load_into_core()
-            self.dispatcher.load_into_core()
-        lib.um_set_spin(self.spin)
+    def uncovered(self, engines):
+        """The calls these engines would claim that the running filter does not
+        trap: a filter is fixed once the first process runs (docs/services.md)."""
+        if self._trapped is None:
+            return set()
+        self._ensure_table()
+        probe = Dispatcher(self.table)
+        probe.engines = list(self.dispatcher.engines) + list(engines)  # claims only: no add()
+        modes, _ = probe.claims()
+        return {n for n, m in modes.items() if m and n not in self._trapped and n in self.table.index
+                and any(n in abi.numbers for abi in self.table.arch.ABIS)}
+
+    def _ensure_table(self):
+        if self.table is None:
+            self.table = self.dispatcher.table = SyscallTable()
+            if self._trapped is not None:
+                self.table.load_into_core()
+                self.dispatcher.load_into_core()
+
+    def _update_hooks(self):
         engines = self.dispatcher.engines
         self._on_fork = [e for e in engines if type(e).on_fork is not Engine.on_fork]
         self._on_exec = [e for e in engines if type(e).on_exec is not Engine.on_exec]
         self._on_exit = [e for e in engines if type(e).on_exit is not Engine.on_exit]
         self._on_exit_status = [e for e in engines if type(e).on_exit_status is not Engine.on_exit_status]
-        wanted = lib.UM_WANT_EXEC | lib.UM_WANT_EXIT if engines else 0
+        # the control engine alone needs no process events
+        wanted = lib.UM_WANT_EXEC | lib.UM_WANT_EXIT if any(e is not self.control for e in engines) else 0
         if self._on_fork:
             wanted |= lib.UM_WANT_FORK
         lib.um_set_event_mask(wanted)
+
+    def run(self, argv):
+        if not argv:
+            raise ValueError("no command to run")
+        core.check(lib.um_init())
+        notif = self.notif
+        if notif is None:
+            notif = os.environ.get("UMVIEW_NOTIF", "1") != "0" and bool(lib.um_notif_supported())
+        self.dispatcher.notif = notif
+        if self.table is None:
+            core.check(lib.um_table_reset(1))
+            core.check(lib.um_set_control_sc(0))
+            core.check(lib.um_set_claim(0, lib.UM_CLAIM_ALL))
+            self._trapped = set()
+        else:
+            self.table.load_into_core()
+            self.dispatcher.load_into_core()
+            self._trapped = set(self.dispatcher.claims()[0])
+        lib.um_set_spin(self.spin)
+        self._update_hooks()
         keep = [ffi.new("char[]", os.fsencode(a)) for a in argv]
         cargv = ffi.new("char *[]", keep + [ffi.NULL])
         pid = lib.um_spawn(cargv, 0)
@@ -373,15 +417,16 @@ class Monitor:
     def _loop(self):
         ev = ffi.new("struct um_event *")
         ev.kind = lib.UM_EV_DONE
-        names = self.table.names if self.table else ()
+        from umview.servicecontrol import CONTROL
         abis = ("x86_64", "i386", "x32")
         while True:
             kind = lib.um_next(ev)
             if kind == lib.UM_EV_SYSCALL:
-                name = names[ev.sc]
+                table = self.table
+                name = table.names[ev.sc] if table else CONTROL
                 abi = abis[ev.abi]
                 call = Call(ev.tid, abi, ev.sc, name, ev.nr, list(ev.args), ev.ip, ev.sp,
-                            self.table.path_pairs(abi, name))
+                            table.path_pairs(abi, name) if table else ())
                 reply, rval, exits = self.dispatcher.enter(call)
                 ev.reply = reply
                 rewritten = tuple(call.args) != call.orig_args

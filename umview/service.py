@@ -44,6 +44,10 @@ class Module:
     def close(self):
         """The view is over: remove what the module made (temporary files)."""
 
+    def busy(self):
+        """In use (mounts of it exist): um_del_service answers EBUSY."""
+        return False
+
     def check_options(self, allowed):
         unknown = sorted(set(self.options) - set(allowed))
         if unknown:

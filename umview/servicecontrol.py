@@ -1,0 +1,164 @@
+"""The monitor's side of the control channel (umview.control): the services
+of a view, its name and its filesystem-type aliases.
+
+ServiceControl is an engine like the others, the newest of all: it claims
+only the private control call, which the C core maps to the pseudo-syscall
+CONTROL whatever else is loaded. Loading modules is the assembly's job
+(umview.assembly.load_service, given as ``loader``): nothing here imports
+``modules/``.
+"""
+import errno
+import os
+
+from umview import control
+from umview.engine import Engine, Skip
+
+#: the neutral name the C core gives the control call (core.h, UM_NR_CONTROL)
+CONTROL = "umview_control"
+
+def _log():
+    import logging
+
+    return logging.getLogger("umview")
+
+
+class Service:
+    """A loaded module and the engines it registered at load."""
+
+    def __init__(self, name, module, engines, permanent=False):
+        self.name = name
+        self.module = module
+        self.engines = list(engines)
+        self.permanent = permanent
+
+
+class ServiceError(OSError):
+    """Refused, with a message for the user (written to the caller's errbuf)."""
+
+
+class ServiceControl(Engine):
+    name = "control"
+    description = "the control channel: services, view name, filesystem aliases"
+    syscalls = frozenset({CONTROL})
+    newest = 2  # newer than the other engines marked newest (rank, see Dispatcher.add)
+
+    def __init__(self, loader=None, view_name=""):
+        """loader(spec, engines) -> (module, new engines): loads a module by
+        -p spec; engines are those already in the view (see assembly)."""
+        self.loader = loader
+        self.view_name = view_name
+        self.view_id = 0  # one view per monitor
+        self.monitor = None
+        self.services = []
+        self.aliases = {}  # alias -> the Service whose fstypes it was added to
+
+    # --- the operations, for the monitor and the tests ---
+    def register(self, name, module, engines, permanent=False):
+        """A module loaded at start (-p): listed, and removable like the others."""
+        self.services.append(Service(name, module, engines, permanent))
+
+    def add_service(self, spec, permanent=False):
+        from umview.service import parse_spec
+
+        if self.loader is None:
+            raise ServiceError(errno.ENOSYS, "this view cannot load modules")
+        try:
+            name, _ = parse_spec(spec)
+            module, engines = self.loader(spec, tuple(self.monitor.dispatcher.engines))
+        except (ValueError, ImportError) as exc:
+            raise ServiceError(errno.EINVAL, str(exc)) from None
+        missing = self.monitor.uncovered(engines)
+        if missing:
+            module.close()
+            names = sorted(missing)
+            shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+            raise ServiceError(errno.EINVAL, f"{name} claims calls this view's filter does not trap "
+                               f"({shown}): start the view with "
+                               f"`umview --services` to load modules at run time")
+        module.view = self.monitor
+        for e in engines:
+            self.monitor.add_engine(e)
+        module.start()
+        self.services.append(Service(name, module, engines, permanent))
+        _log().info("service %s added%s", name, " (permanent)" if permanent else "")
+
+    def del_service(self, name):
+        for s in reversed(self.services):
+            if s.name == name:
+                break
+        else:
+            raise ServiceError(errno.ENOENT, f"no service {name!r} is loaded")
+        if s.permanent:
+            raise ServiceError(errno.EBUSY, f"{name} is permanent (loaded with -p)")
+        if s.module.busy():
+            raise ServiceError(errno.EBUSY, f"{name} has mounts in use: unmount them first")
+        for e in s.engines:
+            if e in self.monitor.dispatcher.engines:
+                self.monitor.remove_engine(e)
+        for alias in [a for a, owner in self.aliases.items() if owner is s]:
+            del self.aliases[alias]
+        s.module.close()
+        self.services.remove(s)
+        _log().info("service %s removed", name)
+
+    def fsalias(self, alias, fstype=None):
+        if fstype is None:
+            owner = self.aliases.pop(alias, None)
+            if owner is None:
+                raise ServiceError(errno.ENOENT, f"no filesystem alias {alias!r}")
+            owner.module.fstypes.discard(alias)
+            return
+        if alias in self.aliases or any(alias in getattr(s.module, "fstypes", ()) for s in self.services):
+            raise ServiceError(errno.EEXIST, f"{alias!r} is already a filesystem type of this view")
+        for s in reversed(self.services):
+            if fstype in getattr(s.module, "fstypes", ()):
+                s.module.fstypes.add(alias)
+                self.aliases[alias] = s
+                return
+        raise ServiceError(errno.ENODEV, f"no loaded service serves filesystem type {fstype!r}")
+
+    def listing(self):
+        return "".join(f"{s.name}\t{s.module.description}\t{'permanent' if s.permanent else ''}\n"
+                       for s in self.services)
+
+    # --- the engine ---
+    def wants(self, call):
+        return call.name == CONTROL
+
+    def enter(self, call):
+        a = call.args
+        op = a[0] & 0xFFFFFFFF
+        if op == control.VIEW_INFO:
+            return self._give(call, f"{os.getpid()}\n{self.view_id}\n{self.view_name}\n".encode())
+        if op == control.GET_VIEWNAME:
+            return self._give(call, self.view_name.encode())
+        if op == control.SET_VIEWNAME:
+            self.view_name = call.read_string(1, 256).decode(errors="replace")
+            return Skip(0)
+        if op == control.LIST_SERVICES:
+            return self._give(call, self.listing().encode())
+        try:
+            if op == control.ADD_SERVICE:
+                self.add_service(call.read_string(1).decode(errors="replace"), bool(a[2] & control.PERMANENT))
+            elif op == control.DEL_SERVICE:
+                self.del_service(call.read_string(1).decode(errors="replace"))
+            elif op == control.FSALIAS:
+                alias = call.read_string(1, 256).decode(errors="replace")
+                self.fsalias(alias, call.read_string(2, 256).decode(errors="replace") if a[2] else None)
+            else:
+                return Skip(-errno.EINVAL)
+        except ServiceError as exc:
+            _log().info("%s", exc.strerror)
+            if a[3] and a[4]:
+                msg = exc.strerror.encode()[:max(0, int(a[4]) - 1)] + b"\0"
+                call.write_mem(a[3], msg)
+            return Skip(-exc.errno)
+        return Skip(0)
+
+    @staticmethod
+    def _give(call, data):
+        """Copy data to (args[1], args[2]) as far as it fits; the result is its size."""
+        buf, size = call.args[1], call.args[2]
+        if buf and size:
+            call.write_mem(buf, data[:size])
+        return Skip(len(data))
