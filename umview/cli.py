@@ -18,6 +18,8 @@ examples:
 
 Inside a view: um_add_service, um_del_service, um_ls_service, um_fsalias,
 viewname, vuname (docs/services.md).
+At start, /etc/umviewrc then ~/.umviewrc (or -f FILE) run inside the view
+before the command (docs/services.md).
 
 The exit status is the command's: its exit code, or, if it was killed by a
 signal, umview dies of the same signal (a shell then reports 128+N).
@@ -42,6 +44,10 @@ def build_parser():
                    "module may claim (every path call stops; see docs/services.md)")
     p.add_argument("-V", "--viewname", default="", metavar="NAME",
                    help="the view's name (viewname and vuname -N show it)")
+    p.add_argument("-f", "--rcfile", metavar="FILE",
+                   help="shell commands to run inside the view before COMMAND (um_add_service, mount,"
+                        " viewname...), instead of /etc/umviewrc then ~/.umviewrc")
+    p.add_argument("--norc", action="store_true", help="run no rc file")
     p.add_argument("--list-modules", action="store_true", help="list the modules umview knows and exit")
     p.add_argument("-e", "--engine", action="append", default=[], metavar="FILE.py:CLASS",
                    help="load an engine class from a Python file or module "
@@ -107,6 +113,31 @@ def load_engine(spec):
     return cls()
 
 
+def rc_files(args):
+    """The rc files to run: -f FILE, else those of /etc/umviewrc and
+    ~/.umviewrc that exist; none with --norc."""
+    if args.norc:
+        return []
+    if args.rcfile:
+        with open(args.rcfile):  # missing or unreadable: the user's error to see
+            pass
+        return [os.path.abspath(args.rcfile)]
+    home = os.path.expanduser("~/.umviewrc")
+    return [f for f in ("/etc/umviewrc", home) if os.path.isfile(f)]
+
+
+def with_rc_files(command, args):
+    """COMMAND, preceded by the rc files run inside the view: one sh sources
+    them (so what they export reaches COMMAND) and execs COMMAND in place; a
+    failing rc file stops there with its status."""
+    files = rc_files(args)
+    if not files:
+        return command
+    script = "".join(f'. "${i + 1}" || exit $?; ' for i in range(len(files))) \
+        + f'shift {len(files)}; exec "$@"'
+    return ["/bin/sh", "-c", script, "umviewrc", *files, *command]
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -125,6 +156,11 @@ def main(argv=None):
         command = command[1:]
     if not command:
         command = [os.environ.get("SHELL") or "/bin/sh"]
+    try:
+        command = with_rc_files(command, args)
+    except OSError as exc:
+        print(f"umview: rc file {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2
     try:
         from umview.monitor import Monitor, Stats, die_like
     except ImportError as exc:

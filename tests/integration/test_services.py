@@ -101,3 +101,28 @@ def test_vuname_outside_is_uname(opts):
     want = subprocess.run([shutil.which("uname")] + opts, capture_output=True)
     got = subprocess.run([os.path.join(BIN, "vuname")] + opts, capture_output=True, env=env())
     assert (got.returncode, got.stdout) == (want.returncode, want.stdout)
+
+
+def test_rc_file_runs_inside_the_view_before_the_command(tmp_path):
+    rc = tmp_path / "rc"
+    rc.write_text("um_add_service unreal\nviewname fromrc\nexport FROM_RC=yes\n")
+    r = run(umview_argv("--services", "-f", str(rc), "--", "bash", "-c",
+                        'echo "$FROM_RC $(viewname)"; cat /unreal/etc/hostname'), env=env())
+    assert r.returncode == 0, r.stderr
+    with open("/etc/hostname", "rb") as f:
+        assert r.stdout == b"yes fromrc\n" + f.read()
+
+
+def test_home_rc_file_is_read_unless_norc_and_a_failing_one_stops(tmp_path):
+    (tmp_path / ".umviewrc").write_text("viewname athome\n")
+    e = dict(env(), HOME=str(tmp_path))
+    assert run(umview_argv("--", "viewname"), env=e).stdout == b"athome\n"
+    assert run(umview_argv("--norc", "--", "viewname"), env=e).stdout == b"\n"
+    (tmp_path / ".umviewrc").write_text("exit 3\n")
+    r = run(umview_argv("--", "echo", "never"), env=e)
+    assert r.returncode == 3 and r.stdout == b""
+
+
+def test_missing_rc_file_is_an_error():
+    r = run(umview_argv("-f", "/nonexistent/umviewrc", "--", "true"), env=env())
+    assert r.returncode == 2 and b"/nonexistent/umviewrc" in r.stderr
