@@ -28,7 +28,7 @@ import os
 
 from umview.engine import CONTINUE, Engine, Skip
 from umview.layers import LISTING_CALLS, LayeredMount
-from umview.service import Module, RedirectMount
+from umview.service import Module, RedirectMount, realize
 
 log = logging.getLogger("umview")
 
@@ -205,11 +205,7 @@ class Viewfs(Module):
 
     def real_path(self, path):
         """path as the kernel would see it through this module's mounts (newest first)."""
-        for m in reversed(self.mounts):
-            rel = m.relative(path)
-            if rel is not None:
-                path = m.real_path(rel)
-        return path
+        return realize(self.mounts, path)
 
     def umount(self, target):
         """umount2(2): remove the newest viewfs mount on target; False if none."""

@@ -64,6 +64,26 @@ def read_string(tid, addr, limit=_PATH_MAX):
     return ffi.buffer(buf, n)[:]
 
 
+AT_FDCWD = -100
+
+
+def signed32(value):
+    """A 32-bit argument (an fd, a dirfd) as the signed int the kernel reads."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+def proc_link(tid, fd=AT_FDCWD):
+    """What a thread's fd (or, for AT_FDCWD, its cwd) names, from
+    /proc/TID/fd/N or /proc/TID/cwd: bytes (not a path for a pipe or a
+    socket), or None if it cannot be read (a bad fd, a gone thread)."""
+    where = "cwd" if fd == AT_FDCWD else f"fd/{fd}"
+    try:
+        return os.fsencode(os.readlink(f"/proc/{tid}/{where}"))
+    except OSError:
+        return None
+
+
 def resolve_path(tid, abi, sc, slot, args):
     """Path argument ``slot`` of neutral call ``sc`` made absolute against the
     thread's cwd or dirfd and normalized lexically; None if it cannot be."""

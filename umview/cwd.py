@@ -37,18 +37,15 @@ import os
 from umview import core
 from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip, under_any
 from umview.pathwalk import follows_last, walk
+from umview.service import realize
 
-AT_FDCWD = -100
+AT_FDCWD = core.AT_FDCWD
+_signed = core.signed32
 AT_EMPTY_PATH = 0x1000
 EXECS = {"execve": (0, 1), "execveat": (1, 2)}  # path and argv argument indexes
 BINPRM_BUF_SIZE = 256  # what the kernel reads of a #! line
 OPENS = frozenset({"open", "openat", "openat2", "creat"})
 MAX_FD_PATHS = 65536
-
-
-def _signed(v):
-    v &= 0xFFFFFFFF
-    return v - (1 << 32) if v & 0x80000000 else v
 
 
 class CwdTracker(Engine):
@@ -98,11 +95,7 @@ class CwdTracker(Engine):
     def realize(self, vpath):
         """The real path the mounts make of a virtual path (newest first, as the
         engine chain does)."""
-        for m in reversed(self.mounts):
-            rel = m.relative(vpath)
-            if rel is not None:
-                vpath = m.real_path(rel)
-        return vpath
+        return realize(self.mounts, vpath)
 
     # --- processes ---
     def _tgid(self, tid):
@@ -331,10 +324,8 @@ class CwdTracker(Engine):
                 continue
             if not path.startswith(b"/"):
                 d = call.dirfd_indices[slot]
-                where = "cwd" if d is None or _signed(call.args[d]) == AT_FDCWD else f"fd/{_signed(call.args[d])}"
-                try:
-                    base = os.fsencode(os.readlink(f"/proc/{call.tid}/{where}"))
-                except OSError:
+                base = core.proc_link(call.tid, AT_FDCWD if d is None else _signed(call.args[d]))
+                if base is None:
                     continue  # a bad dirfd: the kernel says EBADF
                 if not base.startswith(b"/"):
                     continue  # ENOTDIR from the kernel
@@ -369,16 +360,5 @@ class CwdTracker(Engine):
         except OSError:
             return False
 
-    @staticmethod
-    def _cwd_target(tid):
-        try:
-            return os.fsencode(os.readlink(f"/proc/{tid}/cwd"))
-        except OSError:
-            return None
-
-    @staticmethod
-    def _fd_target(tid, fd):
-        try:
-            return os.fsencode(os.readlink(f"/proc/{tid}/fd/{fd}"))
-        except OSError:
-            return None
+    _cwd_target = staticmethod(core.proc_link)
+    _fd_target = staticmethod(core.proc_link)

@@ -21,7 +21,6 @@ engines that asked for it are called oldest first, so an engine loaded last
 sees the call as the process made it and the result as the process gets it.
 """
 import errno as _errno
-import os
 
 from umview import core
 
@@ -135,11 +134,8 @@ class Engine:
         if call.name in self.syscalls or call.name in self.vcwd_syscalls:
             return True
         if call.name in self.fd_syscalls and self.prefixes:
-            try:
-                path = os.fsencode(os.readlink(f"/proc/{call.tid}/fd/{call.args[0] & 0xFFFFFFFF}"))
-            except OSError:
-                return False
-            return under_any(path, self.prefixes)
+            path = core.proc_link(call.tid, core.signed32(call.args[0]))
+            return path is not None and under_any(path, self.prefixes)
         if call.name in self.path_syscalls and (self.prefixes or self.layered_prefixes):
             for path in call.paths():
                 if path is not None and (under_any(path, self.prefixes)

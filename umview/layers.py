@@ -495,9 +495,7 @@ def _number(name):
     return X86_64.numbers[name]
 
 
-def _signed(v):
-    v &= 0xFFFFFFFF
-    return v - (1 << 32) if v & 0x80000000 else v
+_signed = core.signed32
 
 
 # pseudo file systems: never layered (nothing to copy up; /proc/self is the
@@ -685,10 +683,8 @@ class LayeredMount(RedirectMount):
         for slot, p in enumerate(paths):
             d = call.dirfd_indices[slot]
             if p is None and d is not None and not call.args[call.path_indices[slot]]:
-                fd = _signed(call.args[d])
-                try:
-                    link = os.fsencode(os.readlink(f"/proc/{call.tid}/" + ("cwd" if fd == AT_FDCWD else f"fd/{fd}")))
-                except OSError:
+                link = core.proc_link(call.tid, _signed(call.args[d]))
+                if link is None:
                     continue  # EBADF from the kernel
                 paths[slot] = link if link.startswith(b"/") else None
         return paths
@@ -1099,10 +1095,7 @@ class LayeredMount(RedirectMount):
     @staticmethod
     def _fd_path(call):
         fd = _signed(call.args[0])
-        try:
-            return os.fsencode(os.readlink(f"/proc/{call.tid}/fd/{fd}")) if fd >= 0 else None
-        except OSError:
-            return None
+        return core.proc_link(call.tid, fd) if fd >= 0 else None
 
     def _listing_fd(self, call):
         """The listing directory call's fd (argument 0) is open on, or None."""
@@ -1149,8 +1142,10 @@ class LayeredMount(RedirectMount):
         fd = _signed(call.args[0])
         if call.abi != "x86_64" or fd < 0:
             return CONTINUE
+        path = core.proc_link(call.tid, fd)
+        if path is None:
+            return CONTINUE  # the kernel says EBADF
         try:
-            path = os.fsencode(os.readlink(f"/proc/{call.tid}/fd/{fd}"))
             with open(f"/proc/{call.tid}/fdinfo/{fd}") as f:
                 flags = int(next(line for line in f if line.startswith("flags:")).split()[1], 8)
         except (OSError, StopIteration, ValueError):

@@ -195,6 +195,16 @@ class RedirectMount(Engine):
         call.args[1], call.args[2] = where, len(addr)
 
 
+def realize(mounts, path):
+    """The real path the mounts (oldest first) make of a path of the view:
+    each, newest first, rewrites what lies under it, as the engine chain does."""
+    for m in reversed(mounts):
+        rel = m.relative(path)
+        if rel is not None:
+            path = m.real_path(rel)
+    return path
+
+
 def parse_spec(spec):
     """'viewfs,cow,except=/a:/b' -> ('viewfs', {'cow': True, 'except': '/a:/b'})."""
     name, _, rest = spec.partition(",")
