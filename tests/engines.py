@@ -96,3 +96,37 @@ class LayerRecorder(Engine):
     def enter(self, call):
         self.log.write(call.name.encode() + b" " + b" ".join(p or b"-" for p in call.paths()) + b"\n")
         return CONTINUE
+
+
+class InjectGetppid(Engine):
+    """getpid answers the parent's pid, asked by a getppid injected into the
+    caller (Call.inject), then the getpid is skipped."""
+
+    name = "inject-getppid"
+    syscalls = frozenset({"getpid"})
+
+    def enter(self, call):
+        return Skip(call.inject("getppid"))
+
+
+class InjectThenRun(Engine):
+    """Every getpid first runs two injected calls, then the getpid itself
+    runs, with an exit stop; each enter and exit is logged in $INJECT_LOG
+    (the same getpid must reach Python once)."""
+
+    name = "inject-then-run"
+    syscalls = frozenset({"getpid"})
+
+    def __init__(self):
+        self.log = open(os.environ["INJECT_LOG"], "a", buffering=1)
+
+    def enter(self, call):
+        uid = call.inject("getuid")
+        buf = call.alloc(64)
+        n = call.inject("getcwd", buf, 64)
+        cwd = call.read_mem(buf, n - 1) if n > 0 else b"?"
+        self.log.write(f"enter {call.tid} uid={uid} cwd={cwd.decode()}\n")
+        return CONTINUE_AFTER
+
+    def exit(self, call):
+        self.log.write(f"exit {call.tid} {call.retval}\n")

@@ -131,6 +131,8 @@ static struct um_stats stats;
 #define TF_PASS 256    /* handled at its entry stop: let its coming notification through */
 #define TF_FAITHFUL 512 /* with TF_VCWD: the kernel's cwd shows the names the virtual one
                          * does, so a relative path without ".." needs no Python */
+#define TF_INJECTED 1024  /* um_inject ran: the pending call waits at its syscall-entry stop */
+#define TF_INJECTING 2048 /* in um_inject: its notifications are answered CONTINUE */
 typedef uint16_t tflag_t;
 static tflag_t *tflags;
 static long pid_max = 4194304;
@@ -139,8 +141,18 @@ static pid_t first_pid;
 static int first_status = -1;
 static int ssi_state; /* 0 unknown, 1 works, -1 absent */
 
-/* the one outstanding stop handed to Python */
+/* the one outstanding stop handed to Python, and its thread */
 static struct um_sci cur_sci;
+static pid_t cur_tid;
+
+/* Wait statuses um_inject took from waitpid that belong to the loop (a thread
+ * that died while a call was injected into it): um_next takes them first. */
+#define MAX_DEFERRED 64
+static struct {
+    pid_t tid;
+    int status;
+} deferred[MAX_DEFERRED];
+static int ndeferred;
 
 int um_core_version(void) { return UM_CORE_VERSION; }
 
@@ -1441,7 +1453,9 @@ static void serve_notification(void)
     memset(&resp, 0, sizeof resp);
     resp.id = req.id;
     resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-    if (*tf(tid) & TF_PASS) {
+    if (*tf(tid) & TF_INJECTING) {
+        /* a call um_inject runs: the monitor's own, no look */
+    } else if (*tf(tid) & TF_PASS) {
         *tf(tid) &= (tflag_t)~TF_PASS;
     } else {
         int abi = req.data.arch == AUDIT_ARCH_I386 ? UM_ABI_I386
@@ -1589,6 +1603,10 @@ static void finish_reply(struct um_event *ev)
     pid_t tid = ev->tid;
     int abi = ev->abi;
     if (ev->kind == UM_EV_SYSCALL) {
+        /* after um_inject the call waits at its entry stop, whatever stop
+         * Python was handed */
+        int from_entry = (ev->flags & UM_FROM_ENTRY) || (*tf(tid) & TF_INJECTED);
+        *tf(tid) &= (tflag_t)~TF_INJECTED;
         if (ev->changed & (UM_CHANGED_ARGS | UM_CHANGED_NR)) {
             stats.rewritten++;
             set_call(tid, abi, ev->nr, ev->args);
@@ -1604,13 +1622,13 @@ static void finish_reply(struct um_event *ev)
             *tf(tid) &= ~TF_EXIT_WANTED;
             ptrace(PTRACE_CONT, tid, 0, 0);
         } else {
-            if (ev->flags & UM_FROM_ENTRY) {
-                /* taken at its entry stop: the seccomp check still comes; a
-                 * notification for it must pass without a second look */
+            if (from_entry) {
+                /* taken at its entry stop: the seccomp check still comes; its
+                 * notification or seccomp stop must pass without a second look */
                 long nr = ev->nr;
                 if (abi == UM_ABI_X32)
                     nr &= ~X32_BIT;
-                if (nr >= 0 && nr < MAX_NR && trap[abi][nr] == UM_TRAP_NOTIF)
+                if (nr >= 0 && nr < MAX_NR && trap[abi][nr])
                     *tf(tid) |= TF_PASS;
             }
             if (ev->reply == UM_REPLY_CONTINUE_AFTER) {
@@ -1670,6 +1688,7 @@ static int fill_syscall(struct um_event *ev, pid_t tid, const struct um_sci *si,
 static int call_event(struct um_event *ev, pid_t tid, const struct um_sci *si, int abi, int sc, int flags)
 {
     cur_sci = *si;
+    cur_tid = tid;
     ev->abi = abi;
     ev->sc = sc;
     ev->nr = (long)si->entry.nr;
@@ -1688,7 +1707,13 @@ int um_next(struct um_event *ev)
     int status;
     struct um_sci si;
     for (;;) {
-        pid_t tid = wait_any(&status);
+        pid_t tid;
+        if (ndeferred) {
+            tid = deferred[--ndeferred].tid;
+            status = deferred[ndeferred].status;
+        } else {
+            tid = wait_any(&status);
+        }
         if (tid < 0) {
             if (errno == ECHILD) {
                 end_notifications();
@@ -1723,7 +1748,10 @@ int um_next(struct um_event *ev)
 
         if (sig == SIGTRAP && event == PTRACE_EVENT_SECCOMP) {
             stats.seccomp_stops++;
-            if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof si, &si) <= 0 || si.op != SI_SECCOMP) {
+            if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof si, &si) <= 0 || si.op != SI_SECCOMP ||
+                (*tf(tid) & TF_PASS)) {
+                /* TF_PASS: a call Python saw at its entry stop (after um_inject) */
+                *tf(tid) &= (tflag_t)~TF_PASS;
                 resume(tid, PTRACE_CONT, 0);
                 continue;
             }
@@ -1781,6 +1809,7 @@ int um_next(struct um_event *ev)
             int execed = *tf(tid) & TF_EXECED;
             *tf(tid) &= (tflag_t)~(TF_EXIT_WANTED | TF_EXECED);
             cur_sci = si;
+            cur_tid = tid;
             ev->rval = si.exit.rval;
             /* abi, sc, nr, args: Python keeps them from the entry */
             ev->abi = si.arch == AUDIT_ARCH_I386 ? UM_ABI_I386 : UM_ABI_X86_64;
@@ -1858,6 +1887,130 @@ int um_next(struct um_event *ev)
         stats.signals++;
         resume(tid, PTRACE_CONT, sig);
     }
+}
+
+/* ------------------------------------------------------------------ */
+/* injection: one system call run by a stopped tracee for the monitor  */
+/* ------------------------------------------------------------------ */
+
+#ifndef PTRACE_GETSIGMASK
+#define PTRACE_GETSIGMASK 0x420a
+#define PTRACE_SETSIGMASK 0x420b
+#endif
+
+/* Wait for a stop or the death of one thread, serving notifications of the
+ * others meanwhile (their stops stay queued for um_next). */
+static pid_t wait_tid(pid_t tid, int *status)
+{
+    for (;;) {
+        pid_t p = waitpid(tid, status, __WALL | (sigchld_fd >= 0 ? WNOHANG : 0));
+        if (p != 0) {
+            if (p < 0 && errno == EINTR)
+                continue;
+            return p;
+        }
+        struct pollfd fds[2] = {{.fd = sigchld_fd, .events = POLLIN}, {.fd = listener_fd, .events = POLLIN}};
+        if (poll(fds, listener_fd >= 0 ? 2 : 1, -1) < 0 && errno != EINTR)
+            return -1;
+        if (fds[0].revents) {
+            /* um_next's wait looks with WNOHANG before it sleeps: nothing lost */
+            struct signalfd_siginfo si[8];
+            while (read(sigchld_fd, si, sizeof si) > 0)
+                ;
+        }
+        if (listener_fd >= 0 && (fds[1].revents & POLLIN))
+            serve_notification();
+    }
+}
+
+/* Resume tid with PTRACE_SYSCALL until its next syscall stop of kind op
+ * (SI_ENTRY or SI_EXIT), and read it. Seccomp stops of the injected call are
+ * resumed; a signal-delivery stop (SIGSTOP: the others are blocked) is
+ * suppressed and its signal kept in *sigs to be sent again. -ESRCH if the
+ * thread died (its status is kept for um_next). */
+static int inject_step(pid_t tid, int op, struct um_sci *si, uint64_t *sigs)
+{
+    if (ptrace(PTRACE_SYSCALL, tid, 0, 0))
+        return -errno;
+    for (;;) {
+        int status;
+        pid_t p = wait_tid(tid, &status);
+        if (p < 0)
+            return -errno;
+        if (WIFEXITED(status) || WIFSIGNALED(status)) {
+            if (ndeferred < MAX_DEFERRED) {
+                deferred[ndeferred].tid = tid;
+                deferred[ndeferred++].status = status;
+            }
+            return -ESRCH;
+        }
+        if (!WIFSTOPPED(status))
+            continue;
+        stats.stops++;
+        int sig = WSTOPSIG(status), event = (unsigned)status >> 16;
+        if (sig == (SIGTRAP | 0x80)) {
+            if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof *si, si) > 0 && si->op == op)
+                return 0;
+        } else if (sig == SIGTRAP && event == PTRACE_EVENT_SECCOMP) {
+            stats.seccomp_stops++; /* the injected call trapped: it is the monitor's, run it */
+        } else if (event == 0 && sig != SIGTRAP) {
+            *sigs |= 1ULL << (sig - 1); /* delivered after the pending call: kept */
+        }
+        /* other events (an injected fork or exec is not supported) and
+         * PTRACE_EVENT_STOP: on to the stop we wait for */
+        if (ptrace(PTRACE_SYSCALL, tid, 0, 0))
+            return -errno;
+    }
+}
+
+int um_inject(int tid, int abi, long nr, const uint64_t *args, int64_t *result)
+{
+    if (tid <= 0 || tid != cur_tid || cur_sci.op == SI_EXIT || abi < 0 || abi >= UM_NABI)
+        return -EINVAL; /* only a thread at the entry of the call Python holds */
+    struct user_regs_struct saved, r;
+    int e = get_regs(tid, &saved);
+    if (e)
+        return e;
+    /* block every signal it can: none may run a handler between the injected
+     * call and the rewound one (SIGKILL and SIGSTOP cannot be blocked) */
+    uint64_t mask, all = ~0ULL, sigs = 0;
+    if (ptrace(PTRACE_GETSIGMASK, tid, sizeof mask, &mask) || ptrace(PTRACE_SETSIGMASK, tid, sizeof all, &all))
+        return -errno;
+    const struct regmap *m = &regmap[abi];
+    r = saved;
+    REG(&r, m->nr) = (unsigned long long)nr;
+    for (int i = 0; i < 6; i++)
+        REG(&r, m->args[i]) = args[i];
+    e = ptrace(PTRACE_SETREGS, tid, 0, &r) ? -errno : 0;
+    *tf(tid) |= TF_INJECTING;
+    struct um_sci si;
+    if (!e)
+        e = inject_step(tid, SI_EXIT, &si, &sigs);
+    if (!e) {
+        *result = si.exit.rval;
+        /* rewind, as the kernel restarts a call: back over the 2-byte
+         * syscall instruction (syscall, int $0x80, or sysenter's int $0x80
+         * in the vDSO), the original registers, the number in the return
+         * register, then run to the entry stop of the same call again */
+        r = saved;
+        r.rip -= 2;
+        REG(&r, m->ret) = REG(&saved, m->nr);
+        e = ptrace(PTRACE_SETREGS, tid, 0, &r) ? -errno : 0;
+        if (!e)
+            e = inject_step(tid, SI_ENTRY, &si, &sigs);
+        if (!e) {
+            cur_sci = si; /* SET_SYSCALL_INFO must name this stop's op */
+            *tf(tid) |= TF_INJECTED;
+        }
+    }
+    *tf(tid) &= (tflag_t)~TF_INJECTING;
+    if (e == -ESRCH)
+        return e;
+    ptrace(PTRACE_SETSIGMASK, tid, sizeof mask, &mask);
+    for (int s = 1; s <= 64; s++)
+        if (sigs & (1ULL << (s - 1)))
+            syscall(SYS_tkill, tid, s);
+    return e;
 }
 
 /* Restore the signal dispositions um_spawn changed (for the monitor's own

@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 2
+#define UM_CORE_VERSION 3
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -169,5 +169,13 @@ int um_notif_supported(void);
 #define UM_VCWD_FAITHFUL 2 /* ... and the kernel's cwd shows the same names below it:
                             * relative paths without ".." stay with the kernel */
 int um_set_vcwd(int tid, int on);
+
+/* Run one system call in the thread of the UM_EV_SYSCALL event Python holds
+ * (stopped at its call's entry) and put its result (>= 0 or -errno) in
+ * *result; the thread then waits at the entry stop of its own call again, and
+ * the reply Python gives applies to that call as usual. 0, or -errno if it
+ * could not be run (-ESRCH: the thread died; -EINVAL: no such pending call).
+ * See docs/internals.md, "Injecting a call". */
+int um_inject(int tid, int abi, long nr, const uint64_t *args, int64_t *result);
 void um_set_symlink_check(int on);
 void um_restore_signals(void);

@@ -7,7 +7,7 @@ about engines or modules.
 import errno
 import os
 
-_EXPECTED_VERSION = 2
+_EXPECTED_VERSION = 3
 
 try:
     from umview._umcore import ffi, lib
@@ -62,6 +62,18 @@ def read_string(tid, addr, limit=_PATH_MAX):
     buf = ffi.new("char[]", limit + 1)
     n = check(lib.um_read_string(tid, addr, buf, limit + 1))
     return ffi.buffer(buf, n)[:]
+
+
+def inject(tid, abi_id, nr, args):
+    """Run system call ``nr`` with ``args`` (up to six integers) in thread
+    ``tid``, stopped at the entry of the call Python is handling, and return
+    its raw result (>= 0, or -errno). The thread then waits at the entry of
+    its own call again. OSError if the call could not be run (ESRCH: the
+    thread died; EINVAL: tid is not the thread of the pending call)."""
+    result = ffi.new("int64_t *")
+    full = [a & 0xFFFFFFFFFFFFFFFF for a in args] + [0] * (6 - len(args))
+    check(lib.um_inject(tid, abi_id, nr, ffi.new("uint64_t[6]", full), result))
+    return result[0]
 
 
 AT_FDCWD = -100

@@ -229,6 +229,21 @@ class Call:
         self.args[index] = addr
         self._paths = None
 
+    # --- injection ---
+    def inject(self, name, *args):
+        """Run the system call ``name`` (a neutral name of this call's ABI)
+        with ``args`` in the calling thread, for the engine, before the call
+        itself is decided; return its raw result (>= 0, or -errno). No engine
+        sees it. Pointers in ``args`` usually come from ``alloc``. The call
+        being handled is unchanged: whatever ``enter`` returns applies to it.
+        OSError(ESRCH) if the thread died meanwhile."""
+        from umview import arch
+
+        nr = arch.abi_by_name(self.abi).numbers.get(name)
+        if nr is None:
+            raise OSError(_errno.ENOSYS, f"no system call {name} on {self.abi}")
+        return core.inject(self.tid, self.abi_id, nr, args)
+
     # --- paths ---
     def paths(self):
         """The call's path arguments resolved to absolute, lexically normalized
