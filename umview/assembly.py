@@ -10,6 +10,7 @@ import sys
 BUILTIN = {
     "unreal": "umview.modules.unreal:Unreal",
     "viewfs": "umview.modules.viewfs:Viewfs",
+    "vnet": "umview.modules.vnet:Vnet",
 }
 
 

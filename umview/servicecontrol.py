@@ -76,9 +76,13 @@ class ServiceControl(Engine):
                                f"({shown}): start the view with "
                                f"`umview --services` to load modules at run time")
         module.view = self.monitor
+        try:
+            module.start()  # before its engines see a call: a module that cannot start is refused
+        except (ValueError, OSError) as exc:
+            module.close()
+            raise ServiceError(errno.EINVAL, str(exc)) from None
         for e in engines:
             self.monitor.add_engine(e)
-        module.start()
         self.services.append(Service(name, module, engines, permanent))
         _log().info("service %s added%s", name, " (permanent)" if permanent else "")
 

@@ -1,0 +1,188 @@
+"""vnet: the network a view sees.
+
+    umview -p vnet,null CMD             no network: AF_INET, AF_INET6, AF_PACKET, ...
+                                        fail with EAFNOSUPPORT; AF_UNIX works
+    umview -p vnet,private CMD          a network namespace of its own, only lo up
+                                        (any user: inside a user namespace if not root)
+    umview -p vnet,netns=lab CMD        the named namespace /var/run/netns/lab
+    umview -p vnet,netns=lab,create CMD ... made at start (lo up), removed at the end
+    umview -p vnet,current CMD          the host's network (for stacking)
+    ...,family=inet:inet6               only these families (default: all but unix)
+
+The module claims socket(2) whole (sockets are made rarely, so trapping it
+costs little) and looks at the family: one it does not claim goes on to older
+engines and the kernel; null refuses it; a namespace mode asks its namespace
+server (umview/nsserver.py, a process in that namespace) for the socket and
+puts it into the caller at the number socket() would have returned
+(umview/fdpass.py). Those are real kernel sockets of the namespace: bind,
+connect, send, accept on them never stop. AF_NETLINK sockets come from the
+namespace too, so `ip addr` lists its interfaces; in null mode from an empty
+namespace whose only interface, lo, is down.
+"""
+import errno
+import logging
+import os
+
+from umview import core, fdpass
+from umview.engine import CONTINUE, Engine, Skip
+from umview.service import Module
+
+AF_UNIX = 1
+AF_NETLINK = 16
+SOCK_CLOEXEC = 0o2000000
+
+#: family names for family=, like View-OS umview's mstack (ipv4, ipv6, ...)
+FAMILIES = {"inet": 2, "ipv4": 2, "inet6": 10, "ipv6": 10, "netlink": AF_NETLINK, "packet": 17,
+            "all": None}
+MODES = ("null", "current", "private", "netns")
+NETNS_DIR = "/var/run/netns"
+
+
+def _log():
+    return logging.getLogger("umview")
+
+
+class Vnet(Module):
+    name = "vnet"
+    description = "the view's network: null (none), current, private, or a named network namespace"
+    options_help = ("null (the default) | current | private | netns=NAME[,create]; "
+                    "family=F1:F2... of inet, inet6, netlink, packet, all (default all: every family but unix)")
+
+    def __init__(self, options):
+        super().__init__(options)
+        self.check_options({*MODES, "create", "family"})
+        modes = [m for m in MODES if m in self.options]
+        if len(modes) > 1:
+            raise ValueError(f"module vnet: choose one of {', '.join(MODES)} (got {', '.join(modes)})")
+        self.mode = modes[0] if modes else "null"
+        self.netns = None
+        if self.mode == "netns":
+            self.netns = self.options["netns"]
+            if self.netns is True or not self.netns or "/" in self.netns or self.netns in (".", ".."):
+                raise ValueError("module vnet: netns=NAME names a namespace of /var/run/netns (ip netns list)")
+        self.create = bool(self.options.get("create"))
+        if self.create and self.mode != "netns":
+            raise ValueError("module vnet: create goes with netns=NAME")
+        self.families = self._families(self.options.get("family", "all"))
+        where = {"netns": f"network namespace {self.netns}", "private": "a private network namespace",
+                 "null": "no network", "current": "the host's network"}[self.mode]
+        fams = "" if self.families is None else " (" + self.options["family"] + " only)"
+        self.description = f"the view's network: {where}{fams}"
+        self.server = None
+        self.created = False
+
+    @staticmethod
+    def _families(spec):
+        if spec is True or not spec:
+            raise ValueError("module vnet: family=F1:F2... names families (inet, inet6, netlink, packet, all)")
+        fams = set()
+        for word in spec.split(":"):
+            if word not in FAMILIES:
+                raise ValueError(f"module vnet: unknown family {word!r} (known: {', '.join(FAMILIES)})")
+            if FAMILIES[word] is None:
+                return None  # all
+            fams.add(FAMILIES[word])
+        return frozenset(fams)
+
+    def claims(self, family):
+        if self.families is None:
+            return family != AF_UNIX
+        return family in self.families
+
+    def engines(self):
+        return [VnetEngine(self)]
+
+    def start(self):
+        """Enter the network: check and make the named namespace, start the
+        server. Errors are ValueErrors with what to do."""
+        from umview.nsserver import NamespaceServer
+
+        if self.mode == "current":
+            return
+        path = os.path.join(NETNS_DIR, self.netns) if self.netns else None
+        if self.mode == "netns" and not self.create and not os.path.exists(path):
+            raise ValueError(f"module vnet: no network namespace {self.netns!r} ({path}): make it with "
+                             f"`ip netns add {self.netns}`, or add `,create` to make it for this view")
+        if self.create:
+            if os.path.exists(path):
+                raise ValueError(f"module vnet: network namespace {self.netns!r} exists already: "
+                                 "drop `create` to use it")
+            from pyroute2 import netns as pyroute_netns
+
+            try:
+                pyroute_netns.create(self.netns)
+            except Exception as exc:  # noqa: BLE001 - pyroute2 raises several kinds
+                raise ValueError(f"module vnet: cannot make network namespace {self.netns!r}: {exc}"
+                                 + ("" if os.geteuid() == 0 else " (making a named namespace needs root; "
+                                    "vnet,private needs none)")) from None
+            self.created = True
+        try:
+            self.server = NamespaceServer.start(netns=self.netns, private=self.mode in ("private", "null"),
+                                                up=self.mode == "private" or self.create)
+        except OSError as exc:
+            self.close()
+            if self.mode == "null":
+                # no empty namespace for netlink: refuse it like the rest
+                _log().warning("vnet,null: %s; netlink sockets fail too", exc.strerror)
+                return
+            raise ValueError(f"module vnet: {exc.strerror}") from None
+
+    def close(self):
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+        if self.created:
+            from pyroute2 import netns as pyroute_netns
+
+            self.created = False
+            pyroute_netns.remove(self.netns)
+        fdpass.close()
+
+    def socket(self, call, family, type_, proto):
+        """The socket for a call this module claims: Skip(fd) or OSError."""
+        if self.mode == "null" and (family != AF_NETLINK or self.server is None):
+            raise OSError(errno.EAFNOSUPPORT, "no network in this view")
+        if self.server is None:
+            raise OSError(errno.EAFNOSUPPORT, "the view's network is gone")
+        uid, gid = _effective_ids(call.tid)
+        fd = self.server.socket(family, type_, proto, uid, gid)
+        try:
+            return Skip(fdpass.give_fd(call, fd, cloexec=bool(type_ & SOCK_CLOEXEC), at="lowest"))
+        finally:
+            os.close(fd)
+
+
+def _effective_ids(tid):
+    """The effective uid and gid of a thread (/proc/TID/status)."""
+    uid = gid = 0
+    with open(f"/proc/{tid}/status", "rb") as f:
+        for line in f:
+            if line.startswith(b"Uid:"):
+                uid = int(line.split()[2])
+            elif line.startswith(b"Gid:"):
+                gid = int(line.split()[2])
+                break
+    return uid, gid
+
+
+class VnetEngine(Engine):
+    """socket(2) of the families its module claims. A call one vnet engine
+    decided (current included) is left alone by the older ones."""
+
+    syscalls = frozenset({"socket"})
+
+    def __init__(self, module):
+        self.module = module
+        self.name = f"vnet:{module.mode}"
+        self.description = module.description
+
+    def wants(self, call):
+        return (call.name == "socket" and not getattr(call, "vnet_decided", False)
+                and self.module.claims(core.signed32(call.args[0])))
+
+    def enter(self, call):
+        call.vnet_decided = True
+        if self.module.mode == "current":
+            return CONTINUE
+        return self.module.socket(call, core.signed32(call.args[0]), core.signed32(call.args[1]),
+                                  core.signed32(call.args[2]))

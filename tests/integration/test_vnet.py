@@ -1,0 +1,241 @@
+"""vnet: the network a view sees (null, private, netns=NAME[,create], current).
+
+Traffic stays on loopback, inside namespaces the tests make with pyroute2 and
+remove. Differential where there is a native answer: a process run natively
+inside the namespace (setns) and one in the view must see the same interfaces.
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import pytest
+
+from conftest import USERS, need, need_user, run, umview_argv, umview_for
+
+pyroute2 = pytest.importorskip("pyroute2")
+from pyroute2 import NetNS, netns  # noqa: E402
+
+# commands inside views run on the system python when there is one, which
+# every user can run (the test's python may live under /root)
+PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+EAFNOSUPPORT = 97
+
+CONNECT = ("import socket, sys\n"
+           "try:\n"
+           "    print(socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=20).recv(64).decode())\n"
+           "except OSError as e:\n"
+           "    print('errno', e.errno)\n")
+# serves argv[2] to every client of 127.0.0.1:argv[1] (0: any port, printed)
+SERVE = ("import socket, sys\n"
+         "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+         "s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen()\n"
+         "print(s.getsockname()[1], flush=True)\n"
+         "while True:\n"
+         "    c, _ = s.accept(); c.sendall(sys.argv[2].encode()); c.close()\n")
+
+
+def need_root():
+    if os.geteuid() != 0:
+        pytest.skip("needs root (named network namespaces)")
+
+
+@pytest.fixture
+def scratch():
+    """A directory every user may write (the tests' files for nobody)."""
+    d = tempfile.mkdtemp(prefix="umview-vnet-")
+    os.chmod(d, 0o777)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def no_namespace_left_behind():
+    before = set(netns.listnetns())
+    yield
+    assert set(netns.listnetns()) == before
+
+
+@pytest.fixture
+def namespace():
+    """A named network namespace with lo up and a dummy interface, made with
+    pyroute2 and removed after the test."""
+    need_root()
+    name = f"umvt-{uuid.uuid4().hex[:8]}"
+    netns.create(name)
+    try:
+        with NetNS(name) as ns:
+            ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
+            try:
+                ns.link("add", ifname="umvt0", kind="dummy")
+            except Exception:  # noqa: BLE001 - no dummy driver: lo alone
+                pass
+        yield name
+    finally:
+        netns.remove(name)
+
+
+def serve(port, token, where=None):
+    """A server process on 127.0.0.1:port (natively, or inside namespace
+    `where`); returns (process, port)."""
+    code = SERVE if where is None else (
+        f"from pyroute2 import netns; netns.setns({where!r}, flags=0)\n" + SERVE)
+    p = subprocess.Popen([sys.executable, "-c", code, str(port), token], stdout=subprocess.PIPE)
+    return p, int(p.stdout.readline())
+
+
+def connect_in(opts, port, user="root"):
+    r = run(umview_for(user, *opts, "--", PY, "-c", CONNECT, str(port)))
+    assert r.returncode == 0, r.stderr
+    return r.stdout.decode().strip()
+
+
+def test_server_in_a_named_namespace_is_reached_from_its_view_only(namespace):
+    server, port = serve(0, "inside", where=namespace)
+    try:
+        assert connect_in(["-p", f"vnet,netns={namespace}"], port) == "inside"
+        assert connect_in(["-p", "vnet,null"], port) == f"errno {EAFNOSUPPORT}"
+        try:
+            from_host = socket.create_connection(("127.0.0.1", port), timeout=5).recv(64)
+        except OSError:
+            from_host = None
+        assert from_host != b"inside"
+    finally:
+        server.kill()
+        server.wait()
+
+
+def _interfaces(out):
+    return sorted((i["ifname"], i["operstate"], tuple(a["local"] for a in i.get("addr_info", ())))
+                  for i in json.loads(out))
+
+
+def test_ip_addr_in_a_named_namespace_view_lists_its_interfaces(namespace):
+    need("ip")
+    native = run(["ip", "netns", "exec", namespace, "ip", "-j", "addr"])
+    viewed = run(umview_argv("-p", f"vnet,netns={namespace}", "--", "ip", "-j", "addr"))
+    host = run(["ip", "-j", "addr"])
+    assert viewed.returncode == 0, viewed.stderr
+    assert _interfaces(viewed.stdout) == _interfaces(native.stdout) != _interfaces(host.stdout)
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_null_view_refuses_ip_sockets_with_eafnosupport_and_keeps_unix(user):
+    need_user(user)
+    prog = ("import socket\n"
+            "for fam in (socket.AF_INET, socket.AF_INET6, socket.AF_PACKET):\n"
+            "    try: socket.socket(fam, socket.SOCK_DGRAM); print('made')\n"
+            "    except OSError as e: print(e.errno)\n"
+            "a, b = socket.socketpair(); a.send(b'unix works'); print(b.recv(64).decode())\n")
+    r = run(umview_for(user, "-p", "vnet,null", "--", PY, "-c", prog))
+    assert r.stdout.decode().split("\n") == [str(EAFNOSUPPORT)] * 3 + ["unix works", ""], r.stderr
+    server, port = serve(0, "host")
+    try:
+        assert connect_in(["-p", "vnet,null"], port, user) == f"errno {EAFNOSUPPORT}"
+        assert connect_in([], port, user) == "host"
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_null_view_netlink_lists_only_a_down_loopback():
+    need("ip")
+    r = run(umview_argv("-p", "vnet,null", "--", "ip", "-j", "addr"))
+    assert r.returncode == 0, r.stderr
+    assert _interfaces(r.stdout) == [("lo", "DOWN", ())]
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_two_private_views_listen_on_one_port_and_each_reaches_its_own(scratch, user):
+    """Both servers listen on 127.0.0.1:PORT at once (each waits for the
+    other before its client connects); the host has nothing there."""
+    need_user(user)
+    port = 18765
+    script = (f'{PY} -c "$SERVE" {port} "$1" > "$D/$1.port" & S=$!; '
+              f'while [ ! -s "$D/a.port" ] || [ ! -s "$D/b.port" ]; do sleep 0.05; done; '
+              f'while [ ! -e "$D/go" ]; do sleep 0.05; done; '
+              f'{PY} -c "$CONNECT" {port}; kill $S')
+    env = dict(os.environ, D=scratch, SERVE=SERVE, CONNECT=CONNECT)
+    views = [subprocess.Popen(umview_for(user, "-p", "vnet,private", "--", "sh", "-c", script, "sh", name),
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for name in ("a", "b")]
+    try:
+        deadline = time.monotonic() + 120
+        while not all(os.path.exists(os.path.join(scratch, f"{n}.port")) and
+                      os.path.getsize(os.path.join(scratch, f"{n}.port")) for n in "ab"):
+            assert time.monotonic() < deadline and all(v.poll() is None for v in views), \
+                [v.stderr.read() for v in views if v.poll() is not None]
+            time.sleep(0.05)
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5)
+        open(os.path.join(scratch, "go"), "w").close()
+        outs = [v.communicate(timeout=120) for v in views]
+    finally:
+        for v in views:
+            v.kill()
+            v.wait()
+    assert [o[0] for o in outs] == [b"a\n", b"b\n"], [o[1] for o in outs]
+
+
+def test_netns_create_makes_the_namespace_with_lo_up_and_removes_it():
+    need_root()
+    need("ip")
+    name = f"umvt-{uuid.uuid4().hex[:8]}"
+    r = run(umview_argv("-p", f"vnet,netns={name},create", "--", "sh", "-c",
+                        f"ip -j addr; test -e /var/run/netns/{name} && echo exists"))
+    assert r.returncode == 0, r.stderr
+    out, exists = r.stdout.decode().strip().rsplit("\n", 1)
+    assert exists == "exists"
+    assert _interfaces(out) == [("lo", "UNKNOWN", ("127.0.0.1", "::1"))]
+    assert name not in netns.listnetns()
+
+
+def test_missing_named_namespace_is_an_error_at_start():
+    r = run(umview_argv("-p", "vnet,netns=umvt-does-not-exist", "--", "true"))
+    assert r.returncode == 2
+    assert b"no network namespace 'umvt-does-not-exist'" in r.stderr and b"ip netns add" in r.stderr
+
+
+def test_sockets_of_a_private_view_get_the_numbers_and_flags_they_get_natively():
+    prog = ("import fcntl, os, socket\n"
+            "for t in (socket.SOCK_STREAM, socket.SOCK_DGRAM | socket.SOCK_NONBLOCK):\n"
+            "    for fam in (socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK):\n"
+            "        fd = os.dup(0); os.close(fd)  # the lowest free number\n"
+            "        s = socket.socket(fam, t | socket.SOCK_CLOEXEC if fam != socket.AF_NETLINK else socket.SOCK_RAW)\n"
+            "        print(s.fileno() == fd, fcntl.fcntl(s, fcntl.F_GETFD), os.get_blocking(s.fileno()),"
+            " s.family, s.type)\n"
+            "        s.close()\n"
+            "s = socket.socket(); os.set_inheritable(s.fileno(), True); print(os.get_inheritable(s.fileno()))\n")
+    native = run([PY, "-c", prog])
+    viewed = run(umview_argv("-p", "vnet,private", "--", PY, "-c", prog))
+    assert viewed.stderr == native.stderr == b""
+    assert viewed.stdout == native.stdout
+
+
+def test_family_option_and_current_stack_over_null():
+    """vnet,null with a newer vnet,current,family=inet: IPv4 is the host's,
+    IPv6 is still refused."""
+    prog = ("import socket\n"
+            "for fam in (socket.AF_INET, socket.AF_INET6):\n"
+            "    try: socket.socket(fam); print('made')\n"
+            "    except OSError as e: print(e.errno)\n")
+    r = run(umview_argv("-p", "vnet,null", "-p", "vnet,current,family=inet", "--", PY, "-c", prog))
+    assert r.stdout.split() == [b"made", str(EAFNOSUPPORT).encode()], r.stderr
+    r = run(umview_argv("-p", "vnet,null,family=inet6", "--", PY, "-c", prog))
+    assert r.stdout.split() == [b"made", str(EAFNOSUPPORT).encode()], r.stderr
+
+
+def test_vnet_added_at_run_time_under_services():
+    need("ip")
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    r = run(umview_argv("--services", "--norc", "--", "sh", "-c",
+                        "um_add_service vnet,private && ip -br addr && um_del_service vnet && ip -br addr | wc -l"),
+            env=env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.decode().splitlines()
+    native = run(["sh", "-c", "ip -br addr | wc -l"]).stdout.decode().strip()
+    assert lines[0].split()[:2] == ["lo", "UNKNOWN"] and lines[1:] == [native]

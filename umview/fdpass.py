@@ -1,0 +1,136 @@
+"""Putting a file descriptor the monitor holds into a tracee.
+
+Built on ``Call.inject`` (one system call run by the stopped caller, see
+docs/internals.md, "Injecting a call"). The monitor listens on an abstract
+AF_UNIX stream socket whose name holds its pid; into the caller it injects
+
+    socket(AF_UNIX, SOCK_STREAM|SOCK_CLOEXEC, 0)      -> channel N
+    connect(N, <the monitor's name>)                  the monitor accepts it,
+                                                      checks SO_PEERCRED, and
+                                                      sends the fd (SCM_RIGHTS)
+    recvmsg(N, ..., MSG_CMSG_CLOEXEC if asked)        -> the fd, M
+    dup3(M, N, O_CLOEXEC if asked); close(M)          (with at=N: M lands on N)
+    or close(N)
+
+Why not the others: pidfd_getfd run by the tracee needs ptrace rights over
+the monitor (a tracee running as nobody under a root monitor has none);
+SECCOMP_IOCTL_NOTIF_ADDFD works only while the call waits as a seccomp user
+notification, which not every view uses. An AF_UNIX connection only needs
+the tracee to share the monitor's network namespace for abstract names (see
+docs/modules.md, vnet, for what that leaves out).
+
+x86_64 calls only: the structures written into the tracee are the 64-bit
+ones (OSError(EAFNOSUPPORT) otherwise; callers choose their errno).
+"""
+import errno
+import os
+import socket
+import struct
+
+AF_UNIX = 1
+SOCK_STREAM = 1
+SOCK_CLOEXEC = 0o2000000
+O_CLOEXEC = 0o2000000
+MSG_CMSG_CLOEXEC = 0x40000000
+SOL_SOCKET = 1
+SCM_RIGHTS = 1
+
+_listener = None
+_name = None
+
+
+def _listening():
+    global _listener, _name
+    if _listener is None:
+        name = b"\0umview-fd-%d-%s" % (os.getpid(), os.urandom(6).hex().encode())
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(name)
+        s.listen(16)
+        s.setblocking(False)
+        _listener, _name = s, name
+    return _listener, _name
+
+
+def close():
+    """Stop listening (the view is over)."""
+    global _listener, _name
+    if _listener is not None:
+        _listener.close()
+        _listener = _name = None
+
+
+def tgid_of(tid):
+    """The process (thread-group) id of a thread, from /proc/TID/status."""
+    with open(f"/proc/{tid}/status", "rb") as f:
+        for line in f:
+            if line.startswith(b"Tgid:"):
+                return int(line.split()[1])
+    raise OSError(errno.ESRCH, "no such thread")
+
+
+def _check(result, what):
+    if result < 0:
+        raise OSError(-result, f"{what} in the tracee: {os.strerror(-result)}")
+    return result
+
+
+def give_fd(call, fd, cloexec=False, at=None):
+    """Put a copy of the monitor's ``fd`` into the calling process of ``call``
+    (a Call at its entry; x86_64) and return its number there. ``at="lowest"``
+    puts it at the number the process would get from a call that makes a new
+    fd (socket, open): the lowest free one. ``cloexec`` sets FD_CLOEXEC on it.
+    Raises OSError with the errno a step got in the tracee (EMFILE, ...)."""
+    if call.abi != "x86_64":
+        raise OSError(errno.EAFNOSUPPORT, f"fd passing is implemented for x86_64 calls only, not {call.abi}")
+    listener, name = _listening()
+    chan = _check(call.inject("socket", AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), "socket")
+    got = None
+    try:
+        addr = struct.pack("H", AF_UNIX) + name
+        where = call.alloc(len(addr))
+        call.write_mem(where, addr)
+        _check(call.inject("connect", chan, where, len(addr)), "connect")
+        _send(listener, tgid_of(call.tid), fd)
+        got = _receive(call, chan, cloexec)
+        if at == "lowest":
+            # the channel holds the lowest free number: the fd replaces it
+            _check(call.inject("dup3", got, chan, O_CLOEXEC if cloexec else 0), "dup3")
+            got, chan = chan, got
+        return got
+    except BaseException:
+        if got is not None:
+            call.inject("close", got)
+        raise
+    finally:
+        call.inject("close", chan)
+
+
+def _send(listener, tgid, fd):
+    """Accept the tracee's connection (its process id checked: another process
+    may have connected to the name) and send it the fd."""
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except BlockingIOError:
+            raise OSError(errno.ECONNREFUSED, "the tracee's connection did not arrive") from None
+        with conn:
+            pid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+            if pid == tgid:
+                socket.send_fds(conn, [b"\0"], [fd])
+                return
+
+
+def _receive(call, chan, cloexec):
+    """recvmsg on the channel in the tracee; the number of the fd it got."""
+    # struct msghdr (56 bytes), one iovec of one byte, room for one cmsg with one int
+    cmsg_space = 24  # CMSG_SPACE(sizeof(int)) on x86_64
+    buf = call.alloc(56 + 16 + 8 + cmsg_space)
+    iov, data, control = buf + 56, buf + 72, buf + 80
+    call.write_mem(buf, struct.pack("QIxxxxQQQQixxxx", 0, 0, iov, 1, control, cmsg_space, 0))
+    call.write_mem(iov, struct.pack("QQ", data, 1))
+    call.write_mem(control, bytes(cmsg_space))
+    _check(call.inject("recvmsg", chan, buf, MSG_CMSG_CLOEXEC if cloexec else 0), "recvmsg")
+    length, level, kind, fd = struct.unpack("QiiI", call.read_mem(control, 20))
+    if level != SOL_SOCKET or kind != SCM_RIGHTS or length < 20:
+        raise OSError(errno.EIO, "no fd arrived in the tracee")
+    return fd
