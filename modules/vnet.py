@@ -35,6 +35,8 @@ SOCK_CLOEXEC = 0o2000000
 FAMILIES = {"inet": 2, "ipv4": 2, "inet6": 10, "ipv6": 10, "netlink": AF_NETLINK, "packet": 17,
             "all": None}
 MODES = ("null", "current", "private", "netns")
+#: errors of fd passing that the caller gets as they are (socket(2) gives them natively)
+PASSED_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS, errno.ESRCH)
 NETNS_DIR = "/var/run/netns"
 
 
@@ -145,9 +147,16 @@ class Vnet(Module):
         if self.server is None:
             raise OSError(errno.EAFNOSUPPORT, "the view's network is gone")
         uid, gid = _effective_ids(call.tid)
-        fd = self.server.socket(family, type_, proto, uid, gid)
+        fd = self.server.socket(family, type_, proto, uid, gid)  # its OSError is the namespace's answer
         try:
             return Skip(fdpass.give_fd(call, fd, cloexec=bool(type_ & SOCK_CLOEXEC), at="lowest"))
+        except OSError as exc:
+            if exc.errno in PASSED_ERRNOS:
+                raise  # the process is out of fds or memory: what socket() says natively too
+            # the socket exists but cannot reach the process (an i386 call, a
+            # process in a network namespace of its own): this family is not here
+            _log().warning("vnet: cannot hand a socket to %d: %s", call.tid, exc)
+            raise OSError(errno.EAFNOSUPPORT, "no network for this call") from None
         finally:
             os.close(fd)
 

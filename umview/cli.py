@@ -15,6 +15,8 @@ examples:
   umview --trace - cat /etc/hostname          an strace-like log on stderr
   umview -p unreal --trace t.log --trace-kernel cat /unreal/etc/hostname
   umview --services bash      then, inside: um_add_service unreal; ls /unreal/etc
+  umview -p vnet,null pytest  no network (AF_INET/AF_INET6: EAFNOSUPPORT), AF_UNIX works
+  umview -p vnet,private CMD  its own loopback only, any user; vnet,netns=NAME[,create]
 
 Inside a view: um_add_service, um_del_service, um_ls_service, um_fsalias,
 viewname, vuname (docs/services.md).

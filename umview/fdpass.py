@@ -32,6 +32,7 @@ SOCK_STREAM = 1
 SOCK_CLOEXEC = 0o2000000
 O_CLOEXEC = 0o2000000
 MSG_CMSG_CLOEXEC = 0x40000000
+MSG_CTRUNC = 0x8
 SOL_SOCKET = 1
 SCM_RIGHTS = 1
 
@@ -132,5 +133,8 @@ def _receive(call, chan, cloexec):
     _check(call.inject("recvmsg", chan, buf, MSG_CMSG_CLOEXEC if cloexec else 0), "recvmsg")
     length, level, kind, fd = struct.unpack("QiiI", call.read_mem(control, 20))
     if level != SOL_SOCKET or kind != SCM_RIGHTS or length < 20:
+        flags = struct.unpack("i", call.read_mem(buf + 48, 4))[0]
+        if flags & MSG_CTRUNC:  # the kernel could not install it: no free number left
+            raise OSError(errno.EMFILE, "no fd number left in the tracee for the passed fd")
         raise OSError(errno.EIO, "no fd arrived in the tracee")
     return fd

@@ -200,6 +200,10 @@ def test_missing_named_namespace_is_an_error_at_start():
     assert b"no network namespace 'umvt-does-not-exist'" in r.stderr and b"ip netns add" in r.stderr
 
 
+def natively_and_private(prog):
+    return run([PY, "-c", prog]), run(umview_argv("-p", "vnet,private", "--", PY, "-c", prog))
+
+
 def test_sockets_of_a_private_view_get_the_numbers_and_flags_they_get_natively():
     prog = ("import fcntl, os, socket\n"
             "for t in (socket.SOCK_STREAM, socket.SOCK_DGRAM | socket.SOCK_NONBLOCK):\n"
@@ -210,8 +214,7 @@ def test_sockets_of_a_private_view_get_the_numbers_and_flags_they_get_natively()
             " s.family, s.type)\n"
             "        s.close()\n"
             "s = socket.socket(); os.set_inheritable(s.fileno(), True); print(os.get_inheritable(s.fileno()))\n")
-    native = run([PY, "-c", prog])
-    viewed = run(umview_argv("-p", "vnet,private", "--", PY, "-c", prog))
+    native, viewed = natively_and_private(prog)
     assert viewed.stderr == native.stderr == b""
     assert viewed.stdout == native.stdout
 
@@ -239,3 +242,18 @@ def test_vnet_added_at_run_time_under_services():
     lines = r.stdout.decode().splitlines()
     native = run(["sh", "-c", "ip -br addr | wc -l"]).stdout.decode().strip()
     assert lines[0].split()[:2] == ["lo", "UNKNOWN"] and lines[1:] == [native]
+
+
+def test_socket_when_the_process_is_out_of_fds_fails_with_emfile_as_natively():
+    prog = ("import os, resource, socket\n"
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (16, 16))\n"
+            "fds = []\n"
+            "try:\n"
+            "    while True: fds.append(os.dup(0))\n"
+            "except OSError as e: print('dup', e.errno)\n"
+            "try: socket.socket()\n"
+            "except OSError as e: print('socket', e.errno)\n"
+            "os.close(fds.pop()); os.close(fds.pop())\n"
+            "s = socket.socket(); print('then', s.fileno() == fds[-1] + 1)\n")
+    native, viewed = natively_and_private(prog)
+    assert viewed.stdout == native.stdout and b"socket 24" in native.stdout, viewed.stderr
