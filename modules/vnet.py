@@ -175,15 +175,15 @@ def _effective_ids(tid):
 
 
 class VnetEngine(Engine):
-    """socket(2) of the families its module claims. A call one vnet engine
-    decided (current included) is left alone by the older ones."""
-
-    syscalls = frozenset({"socket"})
+    """socket(2) of the families its module claims (the C core hands Python
+    no other socket call). A call one vnet engine decided (current included)
+    is left alone by the older ones."""
 
     def __init__(self, module):
         self.module = module
         self.name = f"vnet:{module.mode}"
         self.description = module.description
+        self.families = frozenset(f for f in range(64) if module.claims(f))
 
     def wants(self, call):
         return (call.name == "socket" and not getattr(call, "vnet_decided", False)

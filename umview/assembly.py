@@ -83,7 +83,8 @@ class Reserve:
                 return False
 
         r = _Reserve()
-        sets = {"syscalls": set(), "path_syscalls": set(), "fd_syscalls": set(), "vcwd_syscalls": set()}
+        sets = {"syscalls": set(), "path_syscalls": set(), "fd_syscalls": set(), "vcwd_syscalls": set(),
+                "families": set()}
         engines = [CwdTracker()]
         for name in sorted(set(BUILTIN) | set(_entry_points())):
             try:

@@ -1123,9 +1123,11 @@ struct um_open_how {
 };
 static int openat2_state; /* 0 unknown/works, -1 absent */
 static int check_symlinks; /* set by Python when an engine walks symlinks in the view */
+static uint64_t family_set;  /* socket families engines claim (UM_CLAIM_FAMILY): bit f = family f */
 static int fd_check;       /* set by Python: see fd_needs_python */
 
 void um_set_symlink_check(int on) { check_symlinks = on; }
+void um_set_families(uint64_t bits) { family_set = bits; }
 void um_set_fd_check(int on) { fd_check = on; }
 
 static int symlink_on_path(const char *raw)
@@ -1303,6 +1305,11 @@ static int needs_python(int tid, int abi, int sc, const uint64_t *args)
         return 1;
     if ((c & UM_CLAIM_VCWD) && (*tf(tid) & TF_VCWD))
         return 1;
+    if (c & UM_CLAIM_FAMILY) {
+        int family = (int)args[0];
+        if (family < 0 || family >= 64 || (family_set >> family) & 1)
+            return 1;
+    }
     if (!(c & UM_CLAIM_PATH))
         return 0;
     char buf[PATH_MAX + 1], raw[PATH_MAX + 1];
@@ -1893,6 +1900,12 @@ int um_next(struct um_event *ev)
 /* injection: one system call run by a stopped tracee for the monitor  */
 /* ------------------------------------------------------------------ */
 
+/* the kernel's restart codes (include/linux/errno.h), seen at a syscall-exit stop */
+#define ERESTARTSYS_ 512
+#define ERESTARTNOINTR_ 513
+#define ERESTARTNOHAND_ 514
+#define ERESTART_RESTARTBLOCK_ 516
+
 #ifndef PTRACE_GETSIGMASK
 #define PTRACE_GETSIGMASK 0x420a
 #define PTRACE_SETSIGMASK 0x420b
@@ -1984,10 +1997,23 @@ int um_inject(int tid, int abi, long nr, const uint64_t *args, int64_t *result)
     e = ptrace(PTRACE_SETREGS, tid, 0, &r) ? -errno : 0;
     *tf(tid) |= TF_INJECTING;
     struct um_sci si;
-    if (!e)
+    for (int tries = 0; !e; tries++) {
         e = inject_step(tid, SI_EXIT, &si, &sigs);
+        int64_t rv = e ? 0 : si.exit.rval;
+        if ((rv == -ERESTARTSYS_ || rv == -ERESTARTNOINTR_ || rv == -ERESTARTNOHAND_) && tries < 100) {
+            /* interrupted before it did anything (a seccomp notification's
+             * wait ends on a signal that was pending before the mask was
+             * set): restart it as the kernel would, from its entry */
+            struct user_regs_struct again = r;
+            again.rip = saved.rip - 2;
+            REG(&again, m->ret) = (unsigned long long)nr;
+            e = ptrace(PTRACE_SETREGS, tid, 0, &again) ? -errno : inject_step(tid, SI_ENTRY, &si, &sigs);
+            continue;
+        }
+        *result = rv == -ERESTART_RESTARTBLOCK_ ? -EINTR : rv;
+        break;
+    }
     if (!e) {
-        *result = si.exit.rval;
         /* rewind, as the kernel restarts a call: back over the 2-byte
          * syscall instruction (syscall, int $0x80, or sysenter's int $0x80
          * in the vDSO), the original registers, the number in the return

@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 3
+#define UM_CORE_VERSION 4
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -24,6 +24,8 @@
 #define UM_CLAIM_REFUSE 4 /* refuse with ENOSYS (a variant no engine can decode) */
 #define UM_CLAIM_FD 8     /* calls whose fd (argument 0) is a file under a plain prefix */
 #define UM_CLAIM_VCWD 16  /* calls of threads whose cwd is virtual (um_set_vcwd) */
+#define UM_CLAIM_FAMILY 32 /* socket calls whose family (argument 0) is in the family set
+                            * (um_set_families; a family outside 0..63 always) */
 
 /* how the filter traps a number: a ptrace stop, or a seccomp user
  * notification (for calls C decides alone; see docs/internals.md) */
@@ -178,4 +180,5 @@ int um_set_vcwd(int tid, int on);
  * See docs/internals.md, "Injecting a call". */
 int um_inject(int tid, int abi, long nr, const uint64_t *args, int64_t *result);
 void um_set_symlink_check(int on);
+void um_set_families(uint64_t bits); /* bit f: socket family f is claimed (UM_CLAIM_FAMILY) */
 void um_restore_signals(void);

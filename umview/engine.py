@@ -98,6 +98,9 @@ class Engine:
     #: calls this engine sees from threads whose cwd is virtual (the cwd
     #: tracker's getcwd); the C core knows which threads those are
     vcwd_syscalls = frozenset()
+    #: socket families (AF_* numbers) whose socket(2) calls this engine sees;
+    #: the C core lets the other families' calls run without Python
+    families = frozenset()
     #: trap path_syscalls from the start even with no prefix yet: the engine
     #: gains prefixes at run time (a module serving mount(2)); a filter can
     #: add traps later only by injection, so claim them up front
@@ -133,6 +136,8 @@ class Engine:
         """Does this engine claim this particular call?"""
         if call.name in self.syscalls or call.name in self.vcwd_syscalls:
             return True
+        if call.name == "socket" and self.families:
+            return core.signed32(call.args[0]) in self.families
         if call.name in self.fd_syscalls and self.prefixes:
             path = core.proc_link(call.tid, core.signed32(call.args[0]))
             return path is not None and under_any(path, self.prefixes)

@@ -154,6 +154,8 @@ class Dispatcher:
             for name in e.vcwd_syscalls:
                 self._check_name(e, name)
                 modes[name] = modes.get(name, 0) | lib.UM_CLAIM_VCWD
+            if e.families:
+                modes["socket"] = modes.get("socket", 0) | lib.UM_CLAIM_FAMILY
             if e.prefixes or e.mounts_later:
                 for name in e.fd_syscalls:
                     self._check_name(e, name)
@@ -171,6 +173,16 @@ class Dispatcher:
                 if other not in modes:
                     modes[other] = lib.UM_CLAIM_REFUSE
         return modes, prefixes
+
+    def families(self):
+        """The socket families some engine claims, as the C core's bitmap
+        (bit f: family f; families outside 0..63 always reach Python)."""
+        bits = 0
+        for e in self.engines:
+            for f in e.families:
+                if 0 <= f < 64:
+                    bits |= 1 << f
+        return bits
 
     def _check_name(self, engine, name):
         if name not in self.table.index:
@@ -205,6 +217,7 @@ class Dispatcher:
         # followed: the C core walks them (docs/internals.md)
         lib.um_set_symlink_check(int(any(e.walks_symlinks or e.layered_prefixes for e in self.engines)))
         lib.um_set_fd_check(int(any(e.fd_check for e in self.engines)))
+        lib.um_set_families(self.families())
 
     # --- the pipeline ---
     def enter(self, call):
