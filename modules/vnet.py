@@ -99,8 +99,8 @@ class Vnet(Module):
         server. Errors are ValueErrors with what to do."""
         from umview.nsserver import NamespaceServer
 
-        if self.mode == "current":
-            return
+        if self.mode == "current" or (self.mode == "null" and not self.claims(AF_NETLINK)):
+            return  # nothing to make sockets for
         path = os.path.join(NETNS_DIR, self.netns) if self.netns else None
         if self.mode == "netns" and not self.create and not os.path.exists(path):
             raise ValueError(f"module vnet: no network namespace {self.netns!r} ({path}): make it with "
