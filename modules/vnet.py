@@ -153,8 +153,8 @@ class Vnet(Module):
         except OSError as exc:
             if exc.errno in PASSED_ERRNOS:
                 raise  # the process is out of fds or memory: what socket() says natively too
-            # the socket exists but cannot reach the process (an i386 call, a
-            # process in a network namespace of its own): this family is not here
+            # the socket exists but cannot reach the process (one in a network
+            # namespace of its own cannot reach the monitor): this family is not here
             _log().warning("vnet: cannot hand a socket to %d: %s", call.tid, exc)
             raise OSError(errno.EAFNOSUPPORT, "no network for this call") from None
         finally:

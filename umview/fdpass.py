@@ -19,8 +19,8 @@ notification, which not every view uses. An AF_UNIX connection only needs
 the tracee to share the monitor's network namespace for abstract names (see
 docs/modules.md, vnet, for what that leaves out).
 
-x86_64 calls only: the structures written into the tracee are the 64-bit
-ones (OSError(EAFNOSUPPORT) otherwise; callers choose their errno).
+The structures written into the tracee (msghdr, iovec, cmsghdr) are laid
+out for the call's ABI: 64-bit for x86_64, 32-bit for i386 and x32.
 """
 import errno
 import os
@@ -81,8 +81,6 @@ def give_fd(call, fd, cloexec=False, at=None):
     puts it at the number the process would get from a call that makes a new
     fd (socket, open): the lowest free one. ``cloexec`` sets FD_CLOEXEC on it.
     Raises OSError with the errno a step got in the tracee (EMFILE, ...)."""
-    if call.abi != "x86_64":
-        raise OSError(errno.EAFNOSUPPORT, f"fd passing is implemented for x86_64 calls only, not {call.abi}")
     listener, name = _listening()
     chan = _check(call.inject("socket", AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), "socket")
     got = None
@@ -121,19 +119,39 @@ def _send(listener, tgid, fd):
                 return
 
 
+class _Layout:
+    """struct msghdr, struct iovec and struct cmsghdr of one ABI."""
+
+    def __init__(self, msghdr, flags_at, iovec, cmsghdr, cmsg_space):
+        self.msghdr = struct.Struct(msghdr)  # name, namelen, iov, iovlen, control, controllen, flags
+        self.flags_at = flags_at             # offset of msg_flags
+        self.iovec = struct.Struct(iovec)    # base, len
+        self.cmsghdr = struct.Struct(cmsghdr)  # len, level, type, then the fd (an int)
+        self.cmsg_space = cmsg_space         # CMSG_SPACE(sizeof(int))
+
+
+_LAYOUTS = {
+    "x86_64": _Layout("QIxxxxQQQQixxxx", 48, "QQ", "QiiI", 24),
+    "i386": _Layout("IIIIIIi", 24, "II", "IiiI", 16),
+    "x32": _Layout("IIIIIIi", 24, "II", "IiiI", 16),  # x32 recvmsg takes the compat structures
+}
+
+
 def _receive(call, chan, cloexec):
     """recvmsg on the channel in the tracee; the number of the fd it got."""
-    # struct msghdr (56 bytes), one iovec of one byte, room for one cmsg with one int
-    cmsg_space = 24  # CMSG_SPACE(sizeof(int)) on x86_64
-    buf = call.alloc(56 + 16 + 8 + cmsg_space)
-    iov, data, control = buf + 56, buf + 72, buf + 80
-    call.write_mem(buf, struct.pack("QIxxxxQQQQixxxx", 0, 0, iov, 1, control, cmsg_space, 0))
-    call.write_mem(iov, struct.pack("QQ", data, 1))
-    call.write_mem(control, bytes(cmsg_space))
+    lay = _LAYOUTS[call.abi]
+    # struct msghdr, one iovec of one byte, room for one cmsg with one int
+    size_msg, size_iov = lay.msghdr.size, lay.iovec.size
+    buf = call.alloc(size_msg + size_iov + 8 + lay.cmsg_space)
+    iov, data = buf + size_msg, buf + size_msg + size_iov
+    control = data + 8
+    call.write_mem(buf, lay.msghdr.pack(0, 0, iov, 1, control, lay.cmsg_space, 0))
+    call.write_mem(iov, lay.iovec.pack(data, 1))
+    call.write_mem(control, bytes(lay.cmsg_space))
     _check(call.inject("recvmsg", chan, buf, MSG_CMSG_CLOEXEC if cloexec else 0), "recvmsg")
-    length, level, kind, fd = struct.unpack("QiiI", call.read_mem(control, 20))
-    if level != SOL_SOCKET or kind != SCM_RIGHTS or length < 20:
-        flags = struct.unpack("i", call.read_mem(buf + 48, 4))[0]
+    length, level, kind, fd = lay.cmsghdr.unpack(call.read_mem(control, lay.cmsghdr.size))
+    if level != SOL_SOCKET or kind != SCM_RIGHTS or length < lay.cmsghdr.size:
+        flags = struct.unpack("i", call.read_mem(buf + lay.flags_at, 4))[0]
         if flags & MSG_CTRUNC:  # the kernel could not install it: no free number left
             raise OSError(errno.EMFILE, "no fd number left in the tracee for the passed fd")
         raise OSError(errno.EIO, "no fd arrived in the tracee")

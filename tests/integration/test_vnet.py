@@ -327,3 +327,29 @@ def test_sockets_of_unclaimed_families_never_reach_python(tmp_path):
     assert r.returncode == 0, r.stderr
     counts = json.loads(stats.read_text())
     assert counts["fast_continue"] >= 50 and counts["python_events"] < 10
+
+
+@pytest.fixture(scope="module")
+def socket32(tmp_path_factory):
+    """progs/socket32.c, an i386 program without libc; skips where gcc
+    cannot build one."""
+    need("gcc")
+    out = tmp_path_factory.mktemp("socket32") / "socket32"
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs", "socket32.c")
+    build = run(["gcc", "-m32", "-static", "-nostdlib", "-fno-pie", "-no-pie", "-O1", "-o", str(out), src])
+    if build.returncode:
+        pytest.skip(f"gcc cannot build an i386 program here: {build.stderr.decode(errors='replace')[:200]}")
+    return str(out)
+
+
+def test_i386_program_gets_sockets_of_the_namespace_and_socketcall_is_refused(namespace, socket32):
+    server, port = serve(0, "inside", where=namespace)
+    try:
+        viewed = run(umview_argv("-p", f"vnet,netns={namespace}", "--", socket32, str(port)))
+        null = run(umview_argv("-p", "vnet,null", "--", socket32, str(port)))
+    finally:
+        server.kill()
+        server.wait()
+    # socket(AF_INET) = 3 in the namespace; connect reaches its server
+    assert viewed.stdout.split() == [b"3", b"4", b"-38", b"0"], viewed.stderr
+    assert null.stdout.split() == [f"-{EAFNOSUPPORT}".encode(), b"3", b"-38"], null.stderr
