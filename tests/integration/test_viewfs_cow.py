@@ -28,10 +28,11 @@ import zipfile
 
 import pytest
 
-from conftest import NOBODY, USERS, as_user, need_user, run, umview_argv, umview_for
+from conftest import NOBODY, as_user, need_user, run, umview_argv, umview_for  # noqa: F401
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGS = os.path.join(HERE, "progs")
+USERS = ["root", "nobody"]
 
 
 @pytest.fixture

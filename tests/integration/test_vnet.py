@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from conftest import USERS, need, need_user, run, umview_argv, umview_for
+from conftest import need, need_user, run, umview_argv, umview_for
 
 pyroute2 = pytest.importorskip("pyroute2")
 from pyroute2 import NetNS, netns  # noqa: E402
@@ -25,6 +25,7 @@ from pyroute2 import NetNS, netns  # noqa: E402
 # every user can run (the test's python may live under /root)
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 EAFNOSUPPORT = 97
+USERS = ["root", "nobody"]
 
 CONNECT = ("import socket, sys\n"
            "try:\n"
