@@ -123,9 +123,16 @@ def um_ls_service_main(argv=None):
 
     p = _control_parser("um_ls_service", "List the services of the running view, oldest first: "
                         "name and description (and 'permanent').")
-    p.parse_args(argv)
+    p.add_argument("-e", "--engines", action="store_true",
+                   help="list the engines instead, in the order a call enters them (newest first): "
+                        "epoch, rank (0 plain, 1 and 2 stay newest), engine, its service")
+    args = p.parse_args(argv)
 
     def show():
+        if args.engines:
+            for epoch, rank, name, service in control.list_engines():
+                print(f"{epoch:5} {rank} {name}" + (f"  [{service}]" if service else ""))
+            return
         for name, desc, flags in control.list_services():
             print(f"{name}: {desc}" + (f" [{flags}]" if flags else ""))
 

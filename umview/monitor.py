@@ -6,6 +6,7 @@ engines newest first at entry, each may pass, rewrite or skip; the first Skip
 ends the walk; at exit the engines that asked are called oldest first.
 """
 import errno
+import itertools
 import os
 import sys
 
@@ -109,11 +110,19 @@ class Dispatcher:
     def __init__(self, table):
         self.table = table
         self.engines = []
+        self._epochs = itertools.count(1)
+
+    def tick(self):
+        """The next epoch: one counter for every registration (engines, and
+        modules, whose own operations see the engines older than they are)."""
+        return next(self._epochs)
 
     def add(self, engine):
-        """Register an engine: it becomes the newest, below those marked newest."""
+        """Register an engine: it gets the next epoch and becomes the newest,
+        below those marked newest."""
         if not isinstance(engine, Engine):
             raise TypeError(f"{engine!r} is not an umview Engine")
+        engine.epoch = self.tick()
         at = len(self.engines)
         # newest is a rank: True (1) stays above plain engines, 2 above those
         while at > 0 and int(self.engines[at - 1].newest) > int(engine.newest):
@@ -124,6 +133,11 @@ class Dispatcher:
     def remove(self, engine):
         self.engines.remove(engine)
         self._refresh_mount_prefixes()
+
+    def older(self, epoch):
+        """The engines registered before epoch, oldest first: what a module
+        registered at epoch sees of the view in its own operations."""
+        return [e for e in self.engines if e.epoch < epoch]
 
     def _refresh_mount_prefixes(self):
         # engines that follow the mounts (the cwd tracker) learn them, oldest first
@@ -339,6 +353,11 @@ class Monitor:
         self._pending = {}
         self._running = False
         self._trapped = None  # the names the running filter traps (fixed at spawn)
+
+    @property
+    def running(self):
+        """Has the first process started (the filter is fixed)?"""
+        return self._trapped is not None
 
     def add_engine(self, engine):
         """Register an engine while the view runs (a mount): new epoch, tables reloaded."""

@@ -10,7 +10,7 @@ CONTROL whatever else is loaded. Loading modules is the assembly's job
 import errno
 import os
 
-from umview import control
+from umview import control, core
 from umview.engine import Engine, Skip
 
 #: the neutral name the C core gives the control call (core.h, UM_NR_CONTROL)
@@ -43,8 +43,9 @@ class ServiceControl(Engine):
     newest = 2  # newer than the other engines marked newest (rank, see Dispatcher.add)
 
     def __init__(self, loader=None, view_name=""):
-        """loader(spec, engines) -> (module, new engines): loads a module by
-        -p spec; engines are those already in the view (see assembly)."""
+        """loader(spec, engines, cwd) -> (module, new engines): loads a module
+        by -p spec; engines are those already in the view (see assembly), cwd
+        the adding process's directory."""
         self.loader = loader
         self.view_name = view_name
         self.view_id = 0  # one view per monitor
@@ -57,14 +58,14 @@ class ServiceControl(Engine):
         """A module loaded at start (-p): listed, and removable like the others."""
         self.services.append(Service(name, module, engines, permanent))
 
-    def add_service(self, spec, permanent=False):
+    def add_service(self, spec, permanent=False, cwd=None):
         from umview.service import parse_spec
 
         if self.loader is None:
             raise ServiceError(errno.ENOSYS, "this view cannot load modules")
         try:
             name, _ = parse_spec(spec)
-            module, engines = self.loader(spec, tuple(self.monitor.dispatcher.engines))
+            module, engines = self.loader(spec, tuple(self.monitor.dispatcher.engines), cwd)
         except (ValueError, ImportError) as exc:
             raise ServiceError(errno.EINVAL, str(exc)) from None
         missing = self.monitor.uncovered(engines)
@@ -121,6 +122,12 @@ class ServiceControl(Engine):
         return "".join(f"{s.name}\t{s.module.description}\t{'permanent' if s.permanent else ''}\n"
                        for s in self.services)
 
+    def engine_listing(self):
+        """The engines in the order a call enters them (newest first)."""
+        owner = {id(e): s.name for s in self.services for e in s.engines}
+        return "".join(f"{e.epoch}\t{int(e.newest)}\t{e.name}\t{owner.get(id(e), '')}\n"
+                       for e in reversed(self.monitor.dispatcher.engines))
+
     # --- the engine ---
     def wants(self, call):
         return call.name == CONTROL
@@ -137,9 +144,12 @@ class ServiceControl(Engine):
             return Skip(0)
         if op == control.LIST_SERVICES:
             return self._give(call, self.listing().encode())
+        if op == control.LIST_ENGINES:
+            return self._give(call, self.engine_listing().encode())
         try:
             if op == control.ADD_SERVICE:
-                self.add_service(call.read_string(1).decode(errors="replace"), bool(a[2] & control.PERMANENT))
+                self.add_service(call.read_string(1).decode(errors="replace"), bool(a[2] & control.PERMANENT),
+                                 os.fsdecode(core.proc_link(call.tid) or b"/"))
             elif op == control.DEL_SERVICE:
                 self.del_service(call.read_string(1).decode(errors="replace"))
             elif op == control.FSALIAS:

@@ -126,3 +126,53 @@ def test_home_rc_file_is_read_unless_norc_and_a_failing_one_stops(tmp_path):
 def test_missing_rc_file_is_an_error():
     r = run(umview_argv("-f", "/nonexistent/umviewrc", "--", "true"), env=env())
     assert r.returncode == 2 and b"/nonexistent/umviewrc" in r.stderr
+
+
+@pytest.fixture
+def src_tree(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "f").write_text("in the source\n")
+    (tmp_path / "tgt").mkdir()
+    return tmp_path
+
+
+def test_viewfs_source_under_an_older_unreal_mount(src_tree):
+    # the module's own operations (resolving SOURCE) see the engines older than
+    # the mount: unreal, loaded before; loaded after viewfs, at start, it is not
+    t = src_tree
+    out, err, rc = in_view(f"mount -t viewfs /unreal{t}/src {t}/tgt && cat {t}/tgt/f && "
+                           f"echo more > {t}/tgt/g && ls {t}/tgt", "-p", "unreal", "-p", "viewfs")
+    assert rc == 0, err
+    assert out == "in the source\nf\ng\n"
+    assert (t / "src" / "g").read_text() == "more\n" and not (t / "tgt" / "g").exists()
+    r = run(umview_argv("-p", f"viewfs,mount=/unreal{t}/src:{t}/tgt", "-p", "unreal", "true"), env=env())
+    assert r.returncode == 2 and b"No such file or directory" in r.stderr
+
+
+def test_cow_view_over_a_directory_another_mount_provides(src_tree):
+    t = src_tree
+    out, err, rc = in_view(f"mount -t viewfs {t}/src {t}/tgt && mount -t viewfs -o cow {t}/layer {t}/tgt && "
+                           f"echo changed >> {t}/tgt/f && echo new > {t}/tgt/n && rm {t}/tgt/f && ls {t}/tgt; "
+                           f"umount {t}/tgt && cat {t}/tgt/f", "-p", "viewfs")
+    assert rc == 0, err
+    assert out == "n\nin the source\n"
+    assert (t / "src" / "f").read_text() == "in the source\n"  # the lower is untouched
+    assert sorted(os.listdir(t / "layer")) == [".wh.f", "n"]
+
+
+def test_deleting_the_middle_service_closes_the_stack(src_tree):
+    # unreal at /ua (oldest), viewfs and its mount (middle), unreal at /ub
+    # (newest): a call enters /ub, goes down through the mount to /ua; without
+    # viewfs, /ub hands its call straight to /ua. (/ub shows what lies below
+    # it: a mount made after it would not show through /ub.)
+    t = src_tree
+    out, err, rc = in_view(
+        f"um_add_service unreal,mountpoint=/ua,depth=1 && um_add_service viewfs && "
+        f"mount -t viewfs /ua{t}/src {t}/tgt && um_add_service unreal,mountpoint=/ub,depth=1 && "
+        f"cat /ub{t}/tgt/f && "
+        f"{{ um_del_service viewfs; echo busy=$?; }} && umount {t}/tgt && um_del_service viewfs && "
+        f"um_ls_service | cut -d: -f1 && ls /ub{t}/tgt | wc -l && cat /ub/ua{t}/src/f && "
+        f"um_del_service unreal && ! test -e /ub/etc && cat /ua{t}/src/f", "--services")
+    assert rc == 0, err
+    assert out == ("in the source\nbusy=1\nunreal\nunreal\n0\nin the source\nin the source\n")
+    assert "EBUSY" in err
