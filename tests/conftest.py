@@ -1,9 +1,11 @@
 """Shared fixtures: run a command natively and under umview, compare."""
+import functools
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 import uuid
 
@@ -115,3 +117,55 @@ def no_process_left_behind():
     if left:
         pytest.fail("processes left behind by the tests (killed now):\n"
                     + "\n".join(f"  {pid}: {cmd}" for pid, cmd in left), pytrace=False)
+
+
+# --- running as another user ---
+
+NOBODY = 65534
+
+
+def as_user(user, argv):
+    if user == "root":
+        return list(argv)
+    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv]
+
+
+# the test's python may live where an unprivileged user cannot reach it (a
+# pyenv under /root): umview then runs on the system python, with this
+# environment's site-packages (same minor version; the C core is abi3)
+SYSTEM_PY = "/usr/bin/python3"
+LAUNCH = ("import importlib, site, sys; site.addsitedir(sys.argv[1]); mod, _, fn = sys.argv[2].partition(':'); "
+          "sys.exit(getattr(importlib.import_module(mod), fn)(sys.argv[3:]))")
+
+
+@functools.lru_cache(None)
+def _reachable_by_nobody(python):
+    # through a shell: what runs it inside a view is one (setpriv's own exec
+    # may still get through a directory the user cannot search)
+    return subprocess.run(as_user("nobody", ["sh", "-c", 'exec "$0" -c "import umview.core"', python]),
+                          capture_output=True).returncode == 0
+
+
+def entry_for(user, entry, *args):
+    """argv (not switching user) that runs entry ("module:function", given
+    the argument list) with a python that user can run, umview importable."""
+    if user == "root" or _reachable_by_nobody(sys.executable):
+        return [sys.executable, "-c", LAUNCH, sysconfig.get_paths()["purelib"], entry, *args]
+    if not os.path.exists(SYSTEM_PY) or subprocess.run(
+            [SYSTEM_PY, "-c", f"import sys; sys.exit(sys.version_info[:2] != {tuple(sys.version_info[:2])})"]).returncode:
+        pytest.skip(f"an unprivileged user cannot run {sys.executable}, and {SYSTEM_PY} is another version")
+    return [SYSTEM_PY, "-c", LAUNCH, sysconfig.get_paths()["purelib"], entry, *args]
+
+
+def umview_for(user, *opts):
+    """argv that runs umview with opts as user."""
+    if user == "root":
+        return umview_argv(*opts)
+    return as_user(user, entry_for(user, "umview.cli:main", *opts))
+
+
+def need_user(user):
+    if os.geteuid() != 0:
+        pytest.skip("needs root (to run as root, or to switch to an unprivileged user)")
+    if user != "root" and shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv to run as an unprivileged user")

@@ -23,6 +23,7 @@ SET_VIEWNAME = 5   # (name)
 VIEW_INFO = 6      # (buf, len) -> bytes of "server id\nview id\nview name\n"
 FSALIAS = 7        # (alias, fstype or NULL to delete, errbuf, errlen)
 LIST_ENGINES = 8   # (buf, len) -> bytes of "epoch\trank\tengine\tservice\n" lines, newest first
+ATTACH = 9         # (pid, 0, errbuf, errlen): trace pid and its future children in this view
 
 PERMANENT = 1
 
@@ -122,6 +123,10 @@ def list_engines():
         epoch, rank, name, service = line.split("\t")
         out.append((int(epoch), int(rank), name, service))
     return out
+
+
+def attach(pid):
+    _with_error(ATTACH, int(pid))
 
 
 def fsalias(alias, fstype=None):

@@ -286,7 +286,7 @@ class Stats:
 
     FIELDS = ("stops", "seccomp_stops", "exit_stops", "fast_continue", "python_events", "skipped",
               "rewritten", "path_reads", "refused", "signals", "group_stops", "processes",
-              "notifications", "layer_walks")
+              "notifications", "layer_walks", "injected", "inject_failed")
 
     def __init__(self, **counts):
         for f in self.FIELDS:
@@ -317,6 +317,8 @@ class Stats:
                 f"  syscall-exit stops            {self.exit_stops}",
                 f"  path strings read             {self.path_reads}",
                 f"  symlink walks in C            {self.layer_walks}",
+                f"  filters stacked at run time   {self.injected}"
+                + (f" ({self.inject_failed} could not be)" if self.inject_failed else ""),
                 f"  signals delivered             {self.signals}",
                 f"  group-stops                   {self.group_stops}",
             ]
@@ -360,11 +362,26 @@ class Monitor:
         return self._trapped is not None
 
     def add_engine(self, engine):
-        """Register an engine while the view runs (a mount): new epoch, tables reloaded."""
+        """Register an engine while the view runs (a mount): new epoch, tables
+        reloaded. Calls the running filter does not trap are added by a
+        filter stacked on every process of the view (um_filter_inject)."""
+        missing = self.uncovered([engine])
         self.dispatcher.add(engine)
         if self._trapped is not None:  # running; else run() loads the tables
             self.dispatcher.load_into_core()
             self._update_hooks()
+            if missing:
+                n = lib.um_filter_inject()
+                core.check(n)
+                self._trapped |= missing
+                _log().info("engine %s: a filter for %d more calls stacked on %d threads",
+                            engine.name, len(missing), n)
+
+    def attach(self, pid):
+        """Trace a process started outside the view (um_attach): it gets the
+        view's filter at its first stop."""
+        self._ensure_table()
+        core.check(lib.um_attach(pid))
 
     def remove_engine(self, engine):
         self.dispatcher.remove(engine)
@@ -374,7 +391,7 @@ class Monitor:
 
     def uncovered(self, engines):
         """The calls these engines would claim that the running filter does not
-        trap: a filter is fixed once the first process runs (docs/services.md)."""
+        trap (add_engine stacks a filter for them, docs/services.md)."""
         if self._trapped is None:
             return set()
         self._ensure_table()

@@ -22,6 +22,34 @@ def _log():
     return logging.getLogger("umview")
 
 
+def _creds(pid):
+    """uids, gids, CAP_SYS_PTRACE and tracer of a process, from /proc/PID/status."""
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("Uid", "Gid"):
+                out[key.lower()] = [int(x) for x in value.split()]
+            elif key == "CapEff":
+                out["cap_ptrace"] = bool(int(value, 16) >> 19 & 1)  # CAP_SYS_PTRACE
+            elif key == "TracerPid":
+                out["tracer"] = int(value)
+    return out
+
+
+def _ancestors(pid):
+    """The parents of pid up to init."""
+    out = []
+    while pid > 1:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                pid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        out.append(pid)
+    return out
+
+
 class Service:
     """A loaded module and the engines it registered at load."""
 
@@ -68,14 +96,6 @@ class ServiceControl(Engine):
             module, engines = self.loader(spec, tuple(self.monitor.dispatcher.engines), cwd)
         except (ValueError, ImportError) as exc:
             raise ServiceError(errno.EINVAL, str(exc)) from None
-        missing = self.monitor.uncovered(engines)
-        if missing:
-            module.close()
-            names = sorted(missing)
-            shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
-            raise ServiceError(errno.EINVAL, f"{name} claims calls this view's filter does not trap "
-                               f"({shown}): start the view with "
-                               f"`umview --services` to load modules at run time")
         module.view = self.monitor
         for e in engines:
             self.monitor.add_engine(e)
@@ -101,6 +121,30 @@ class ServiceControl(Engine):
         s.module.close()
         self.services.remove(s)
         _log().info("service %s removed", name)
+
+    def attach(self, caller, pid):
+        """um_attach: trace pid (all its threads) in this view, if the caller
+        may ptrace it (the kernel's rule, checked on the caller's behalf: the
+        monitor may be more privileged than the caller)."""
+        try:
+            target = _creds(pid)
+        except OSError:
+            raise ServiceError(errno.ESRCH, f"no process {pid}") from None
+        me = _creds(caller)
+        if pid == os.getpid() or pid in _ancestors(os.getpid()):
+            raise ServiceError(errno.EPERM, f"process {pid} runs umview itself (the monitor or a parent)")
+        if target["tracer"] == os.getpid():
+            raise ServiceError(errno.EBUSY, f"process {pid} is already in this view")
+        if target["tracer"]:
+            raise ServiceError(errno.EPERM, f"process {pid} is traced by process {target['tracer']}")
+        if not me["cap_ptrace"] and not (
+                {me["uid"][0]} == set(target["uid"][:3]) and {me["gid"][0]} == set(target["gid"][:3])):
+            raise ServiceError(errno.EPERM, f"not allowed to trace process {pid} (another user's)")
+        try:
+            self.monitor.attach(pid)
+        except OSError as exc:
+            raise ServiceError(exc.errno, f"cannot attach process {pid}: {os.strerror(exc.errno)}") from None
+        _log().info("process %d attached", pid)
 
     def fsalias(self, alias, fstype=None):
         if fstype is None:
@@ -152,6 +196,8 @@ class ServiceControl(Engine):
                                  os.fsdecode(core.proc_link(call.tid) or b"/"))
             elif op == control.DEL_SERVICE:
                 self.del_service(call.read_string(1).decode(errors="replace"))
+            elif op == control.ATTACH:
+                self.attach(call.tid, int(core.signed32(a[1])))
             elif op == control.FSALIAS:
                 alias = call.read_string(1, 256).decode(errors="replace")
                 self.fsalias(alias, call.read_string(2, 256).decode(errors="replace") if a[2] else None)

@@ -1,8 +1,10 @@
 """The acceptance session of the services: one interactive `umview bash`
 driven through a pseudo-terminal, as a user would type it: the rc file,
-services added, used, listed and deleted, filesystem aliases, the view name."""
+services added, used, listed and deleted, a process attached, filesystem
+aliases, the view name."""
 import os
 import re
+import subprocess
 import sys
 
 import pytest
@@ -58,6 +60,16 @@ def test_a_whole_session_of_services_through_a_terminal(session, tmp_path):
     assert session.do("cat /unreal/etc/hostname")[1] != 0
     assert session.do("um_add_service unreal") == ("", 0)
     assert session.do("cat /unreal/etc/hostname") == (host, 0)
+    # a process started outside, brought in: it sees /unreal from then on
+    outside = subprocess.Popen(["bash", "-c", 'while [ ! -e "$1/go" ]; do sleep 0.05; done; '
+                                'cat /unreal/etc/hostname > "$1/seen"', "outside", str(tmp_path)])
+    try:
+        assert session.do(f"um_attach {outside.pid} && touch {tmp_path}/go") == ("", 0)
+        assert outside.wait(timeout=30) == 0
+    finally:
+        outside.kill()
+        outside.wait()
+    assert (tmp_path / "seen").read_text() == host
     assert session.do("um_add_service viewfs && um_fsalias bind viewfs") == ("", 0)
     out, st = session.do("um_ls_service")
     assert st == 0 and [line.split(":")[0] for line in out.splitlines()] == ["unreal", "viewfs"]

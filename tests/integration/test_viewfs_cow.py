@@ -23,54 +23,16 @@ import shutil
 import stat
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import zipfile
-from functools import lru_cache
 
 import pytest
 
-from conftest import run, umview_argv
+from conftest import NOBODY, as_user, need_user, run, umview_argv, umview_for  # noqa: F401
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGS = os.path.join(HERE, "progs")
-NOBODY = 65534
 USERS = ["root", "nobody"]
-
-
-def as_user(user, argv):
-    if user == "root":
-        return list(argv)
-    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv]
-
-
-# the test's python may live where an unprivileged user cannot reach it (a
-# pyenv under /root): umview then runs on the system python, with this
-# environment's site-packages (same minor version; the C core is abi3)
-SYSTEM_PY = "/usr/bin/python3"
-LAUNCH = "import site, sys; site.addsitedir(sys.argv[1]); from umview.cli import main; sys.exit(main(sys.argv[2:]))"
-
-
-@lru_cache(None)
-def _reachable_by_nobody(python):
-    return subprocess.run(as_user("nobody", [python, "-c", "import umview.core"]), capture_output=True).returncode == 0
-
-
-def umview_for(user, *opts):
-    """argv that runs umview with opts as user."""
-    if user == "root" or _reachable_by_nobody(sys.executable):
-        return as_user(user, umview_argv(*opts))
-    if not os.path.exists(SYSTEM_PY) or subprocess.run(
-            [SYSTEM_PY, "-c", f"import sys; sys.exit(sys.version_info[:2] != {tuple(sys.version_info[:2])})"]).returncode:
-        pytest.skip(f"an unprivileged user cannot run {sys.executable}, and {SYSTEM_PY} is another version")
-    return as_user(user, [SYSTEM_PY, "-c", LAUNCH, sysconfig.get_paths()["purelib"], *opts])
-
-
-def need_user(user):
-    if os.geteuid() != 0:
-        pytest.skip("needs root (to run as root, or to switch to an unprivileged user)")
-    if user != "root" and shutil.which("setpriv") is None:
-        pytest.skip("needs setpriv to run as an unprivileged user")
 
 
 @pytest.fixture
