@@ -28,7 +28,7 @@ import os
 
 from umview.engine import CONTINUE, Engine, Skip
 from umview.layers import LISTING_CALLS, LayeredMount
-from umview.service import Module, RedirectMount, realize
+from umview.service import Module, RedirectMount
 
 log = logging.getLogger("umview")
 
@@ -120,10 +120,13 @@ class Viewfs(Module):
                 if len(parts) not in (2, 3):
                     raise ValueError(f"module viewfs: mount={item!r}: expected SOURCE:TARGET[:MODE]")
                 mode = parts[2] if len(parts) == 3 else "move"
-                self.initial.append(self._make(os.fsencode(os.path.abspath(parts[0])),
-                                               os.fsencode(os.path.abspath(parts[1])), mode, at_start=True))
+                self.initial.append((os.fsencode(os.path.abspath(parts[0])),
+                                     os.fsencode(os.path.abspath(parts[1])), mode))
 
     def engines(self):
+        # made now, when the engines loaded before this module are known: a
+        # SOURCE may lie under /unreal, or under an earlier mount
+        self.initial = [self._make(source, target, mode, at_start=True) for source, target, mode in self.initial]
         return [self.control, *self.initial]
 
     def start(self):
@@ -149,18 +152,19 @@ class Viewfs(Module):
                 raise ValueError("module " + msg)
             log.warning("%s: mount refused with EINVAL", msg)
             raise OSError(errno.EINVAL, msg)
+        given, source = source, self.real_path(source)
         if mode != "move" and not os.path.lexists(source):
             try:
                 os.makedirs(source, 0o700)
                 os.chmod(source, 0o700 | os.stat(self.real_path(target)).st_mode & 0o7777)
             except OSError as exc:
                 if at_start:
-                    raise ValueError(f"module viewfs: cannot make layer {os.fsdecode(source)}: {exc.strerror}") from None
+                    raise ValueError(f"module viewfs: cannot make layer {os.fsdecode(given)}: {exc.strerror}") from None
                 raise
         if not os.path.isdir(source):
             err = errno.ENOTDIR if os.path.exists(source) else errno.ENOENT
             if at_start:
-                raise ValueError(f"module viewfs: source {os.fsdecode(source)}: {os.strerror(err)}")
+                raise ValueError(f"module viewfs: source {os.fsdecode(given)}: {os.strerror(err)}")
             raise OSError(err, "source")
         name = f"viewfs {target.decode(errors='replace')}"
         if mode == "move":
@@ -204,8 +208,9 @@ class Viewfs(Module):
             m.attach()
 
     def real_path(self, path):
-        """path as the kernel would see it through this module's mounts (newest first)."""
-        return realize(self.mounts, path)
+        """path as the kernel would see it through the mounts older than a new
+        one: this module's and the other modules' (the nested view)."""
+        return self.realize(path, own=self.mounts)
 
     def umount(self, target):
         """umount2(2): remove the newest viewfs mount on target; False if none."""

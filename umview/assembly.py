@@ -10,6 +10,7 @@ import sys
 BUILTIN = {
     "unreal": "umview.modules.unreal:Unreal",
     "viewfs": "umview.modules.viewfs:Viewfs",
+    "trace": "umview.modules.trace:Trace",
     "vnet": "umview.modules.vnet:Vnet",
 }
 
@@ -35,8 +36,11 @@ def module_class(name):
     return getattr(module, cls_name)
 
 
-def load_modules(specs):
-    """Instantiate the modules of -p specs; return (modules, engines in epoch order)."""
+def load_modules(specs, present=(), cwd=None):
+    """Instantiate the modules of -p specs; return (modules, engines in epoch
+    order). present: the engines loaded before them (their nested view); cwd:
+    the directory relative paths in options are relative to (umview's own
+    if None)."""
     from umview.cwd import CwdTracker
     from umview.service import RedirectMount, parse_spec
 
@@ -44,6 +48,9 @@ def load_modules(specs):
     for spec in specs:
         name, options = parse_spec(spec)
         module = module_class(name)(options)
+        module.older = tuple(present) + tuple(engines)
+        if cwd is not None:
+            module.cwd = cwd
         modules.append(module)
         engines.extend(module.engines())
     if any(isinstance(e, RedirectMount) or e.mounts_later for e in engines):
@@ -52,12 +59,12 @@ def load_modules(specs):
     return modules, engines
 
 
-def load_service(spec, present):
+def load_service(spec, present, cwd=None):
     """um_add_service: the module of a -p spec and its engines, plus the cwd
     tracker if its engines need one and the view (present) has none."""
     from umview.cwd import CwdTracker
 
-    modules, engines = load_modules([spec])
+    modules, engines = load_modules([spec], present, cwd)
     if any(isinstance(e, CwdTracker) for e in present):
         engines = [e for e in engines if not isinstance(e, CwdTracker)]
     return modules[0], engines

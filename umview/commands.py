@@ -100,12 +100,26 @@ def um_add_service_main(argv=None):
     p = _control_parser("um_add_service", "Load a module into the running view: its engines are "
                         "added, each with a new epoch (the newest).",
                         "example: um_add_service viewfs; mount -t viewfs -o cow /tmp/l /\n"
-                        "The view must have been started with `umview --services` for a module "
-                        "that claims calls its filter does not trap.")
+                        "Calls the module claims that the view's filter does not trap are added "
+                        "by a filter stacked on every process of the view.")
     p.add_argument("-p", "--permanent", action="store_true", help="um_del_service will refuse to remove it")
     p.add_argument("spec", metavar="MODULE[,OPTIONS]", help="as umview -p (umview --list-modules)")
     args = p.parse_args(argv)
     return _run_control(p.prog, lambda: control.add_service(args.spec, args.permanent))
+
+
+def um_attach_main(argv=None):
+    from umview import control
+
+    p = _control_parser("um_attach", "Bring a process started outside into this view: from now "
+                        "on it and its future children see what the view's processes see. The "
+                        "rules of ptrace apply (the same user, or CAP_SYS_PTRACE); the process "
+                        "is killed if the view's monitor dies, and it gets no_new_privs unless "
+                        "it is privileged.",
+                        "example: sleep 1000 & (outside); um_attach $! (inside)")
+    p.add_argument("pid", metavar="PID", type=int)
+    args = p.parse_args(argv)
+    return _run_control(p.prog, lambda: control.attach(args.pid))
 
 
 def um_del_service_main(argv=None):
@@ -123,9 +137,16 @@ def um_ls_service_main(argv=None):
 
     p = _control_parser("um_ls_service", "List the services of the running view, oldest first: "
                         "name and description (and 'permanent').")
-    p.parse_args(argv)
+    p.add_argument("-e", "--engines", action="store_true",
+                   help="list the engines instead, in the order a call enters them (newest first): "
+                        "epoch, rank (0 plain, 1 and 2 stay newest), engine, its service")
+    args = p.parse_args(argv)
 
     def show():
+        if args.engines:
+            for epoch, rank, name, service in control.list_engines():
+                print(f"{epoch:5} {rank} {name}" + (f"  [{service}]" if service else ""))
+            return
         for name, desc, flags in control.list_services():
             print(f"{name}: {desc}" + (f" [{flags}]" if flags else ""))
 

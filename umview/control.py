@@ -22,6 +22,8 @@ GET_VIEWNAME = 4   # (buf, len) -> length of the name
 SET_VIEWNAME = 5   # (name)
 VIEW_INFO = 6      # (buf, len) -> bytes of "server id\nview id\nview name\n"
 FSALIAS = 7        # (alias, fstype or NULL to delete, errbuf, errlen)
+LIST_ENGINES = 8   # (buf, len) -> bytes of "epoch\trank\tengine\tservice\n" lines, newest first
+ATTACH = 9         # (pid, 0, errbuf, errlen): trace pid and its future children in this view
 
 PERMANENT = 1
 
@@ -112,6 +114,19 @@ def list_services():
         desc, _, flags = rest.partition("\t")
         out.append((name, desc, flags))
     return out
+
+
+def list_engines():
+    """[(epoch, rank, engine name, service name)] in the order a call enters them."""
+    out = []
+    for line in _read(LIST_ENGINES).decode(errors="replace").splitlines():
+        epoch, rank, name, service = line.split("\t")
+        out.append((int(epoch), int(rank), name, service))
+    return out
+
+
+def attach(pid):
+    _with_error(ATTACH, int(pid))
 
 
 def fsalias(alias, fstype=None):

@@ -11,6 +11,7 @@
  * See docs/internals.md for signals, group-stop, exec and thread exit.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -114,6 +115,10 @@ static struct regmap regmap[UM_NABI] = {
 
 /* filter: per ABI, a bitmap of trapped numbers */
 static unsigned char trap[UM_NABI][MAX_NR];
+/* traps added after the first process ran (filter_fixed): injected */
+static unsigned char extra_trap[UM_NABI][MAX_NR];
+static int extra_dirty;
+
 
 static int event_mask;
 static int spin_iterations;
@@ -131,8 +136,10 @@ static struct um_stats stats;
 #define TF_PASS 256    /* handled at its entry stop: let its coming notification through */
 #define TF_FAITHFUL 512 /* with TF_VCWD: the kernel's cwd shows the names the virtual one
                          * does, so a relative path without ".." needs no Python */
-#define TF_INJECTED 1024  /* um_inject ran: the pending call waits at its syscall-entry stop */
-#define TF_INJECTING 2048 /* in um_inject: its notifications are answered CONTINUE */
+#define TF_NEEDFILTER 1024 /* its process lacks the filter of the current traps: stack
+                            * one on it at its next interrupt stop (um_filter_inject) */
+#define TF_INJECTED 2048  /* um_inject ran: the pending call waits at its syscall-entry stop */
+#define TF_INJECTING 4096 /* in um_inject: its notifications are answered CONTINUE */
 typedef uint16_t tflag_t;
 static tflag_t *tflags;
 static long pid_max = 4194304;
@@ -144,15 +151,6 @@ static int ssi_state; /* 0 unknown, 1 works, -1 absent */
 /* the one outstanding stop handed to Python, and its thread */
 static struct um_sci cur_sci;
 static pid_t cur_tid;
-
-/* Wait statuses um_inject took from waitpid that belong to the loop (a thread
- * that died while a call was injected into it): um_next takes them first. */
-#define MAX_DEFERRED 64
-static struct {
-    pid_t tid;
-    int status;
-} deferred[MAX_DEFERRED];
-static int ndeferred;
 
 int um_core_version(void) { return UM_CORE_VERSION; }
 
@@ -175,6 +173,8 @@ static int filter_fixed;
 int um_init(void)
 {
     filter_fixed = 0; /* a new view: its filter is yet to be built */
+    memset(extra_trap, 0, sizeof extra_trap);
+    extra_dirty = 0;
     if (!tflags) {
         FILE *f = fopen("/proc/sys/kernel/pid_max", "r");
         if (f) {
@@ -318,8 +318,15 @@ int um_filter_trap_nr(int abi, long nr, int how)
         nr &= ~X32_BIT;
     if (abi < 0 || abi >= UM_NABI || nr < 0 || nr >= MAX_NR || (how != UM_TRAP_TRACE && how != UM_TRAP_NOTIF))
         return -EINVAL;
-    if (filter_fixed)
+    if (filter_fixed) {
+        /* a trap the running filter lacks: for a filter stacked on each
+         * tracee (um_filter_inject) */
+        if (!trap[abi][nr] && !extra_trap[abi][nr]) {
+            extra_trap[abi][nr] = UM_TRAP_TRACE;
+            extra_dirty = 1;
+        }
         return 0;
+    }
     /* a call both classes want is traced: ptrace can do all a notification can */
     if (trap[abi][nr] != UM_TRAP_TRACE)
         trap[abi][nr] = (unsigned char)how;
@@ -525,11 +532,11 @@ static void emit_search(struct bpf_buf *b, const long *nrs, const unsigned char 
     emit_search(b, nrs, how, mid, hi, bias);
 }
 
-static int collect(int abi, long *out)
+static int collect(const unsigned char *tab, long *out)
 {
     int n = 0;
     for (long i = 0; i < MAX_NR; i++)
-        if (trap[abi][i])
+        if (tab[i])
             out[n++] = i;
     return n;
 }
@@ -541,7 +548,8 @@ static void emit_control(struct bpf_buf *b, uint32_t bias)
     emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE));
 }
 
-static int build_filter(struct bpf_buf *b)
+/* The filter of the trap table tab (trap classes per ABI and number). */
+static int build_filter_of(struct bpf_buf *b, unsigned char (*tab)[MAX_NR])
 {
     static long nrs[MAX_NR];
     b->n = 0;
@@ -564,20 +572,22 @@ static int build_filter(struct bpf_buf *b)
     emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, (uint32_t)X32_BIT, 0, 1));
     emit(b, (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, 0)); /* -> LX32 */
     emit_control(b, 0);
-    emit_search(b, nrs, trap[UM_ABI_X86_64], 0, collect(UM_ABI_X86_64, nrs), 0);
+    emit_search(b, nrs, tab[UM_ABI_X86_64], 0, collect(tab[UM_ABI_X86_64], nrs), 0);
 
     int lx32 = b->n;
     b->f[jx32 + 1].k = (uint32_t)(lx32 - (jx32 + 1) - 1);
     emit_control(b, (uint32_t)X32_BIT);
-    emit_search(b, nrs, trap[UM_ABI_X32], 0, collect(UM_ABI_X32, nrs), (uint32_t)X32_BIT);
+    emit_search(b, nrs, tab[UM_ABI_X32], 0, collect(tab[UM_ABI_X32], nrs), (uint32_t)X32_BIT);
 
     int l32 = b->n;
     b->f[j32 + 1].k = (uint32_t)(l32 - (j32 + 1) - 1);
     emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
     emit_control(b, 0);
-    emit_search(b, nrs, trap[UM_ABI_I386], 0, collect(UM_ABI_I386, nrs), 0);
+    emit_search(b, nrs, tab[UM_ABI_I386], 0, collect(tab[UM_ABI_I386], nrs), 0);
     return b->overflow ? -E2BIG : 0;
 }
+
+static int build_filter(struct bpf_buf *b) { return build_filter_of(b, trap); }
 
 static int any_notif(void)
 {
@@ -1443,6 +1453,260 @@ static void resume(pid_t tid, int req, int sig)
     ptrace(req, tid, 0, sig);
 }
 
+/* ------------------------------------------------------------------ */
+/* filters stacked on running tracees, and attaching                   */
+/* ------------------------------------------------------------------ */
+
+/* Exits seen while waiting on one thread (an injection): handed to the loop
+ * by wait_any before it waits for more. */
+#define MAX_DEFERRED 64
+static struct { pid_t tid; int status; } deferred[MAX_DEFERRED];
+static int ndeferred;
+
+static void defer_status(pid_t tid, int status)
+{
+    if (ndeferred < MAX_DEFERRED) {
+        deferred[ndeferred].tid = tid;
+        deferred[ndeferred++].status = status;
+    }
+}
+
+/* The address of a `syscall` instruction in the thread's vDSO: where an
+ * injected call is made from a stop that is not a system call's. */
+static uint64_t vdso_syscall(pid_t tid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/maps", tid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    unsigned long lo = 0, hi = 0;
+    int found = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, "[vdso]") && sscanf(line, "%lx-%lx", &lo, &hi) == 2) {
+            found = 1;
+            break;
+        }
+    fclose(f);
+    if (!found || hi <= lo || hi - lo > 65536)
+        return 0;
+    static unsigned char buf[65536];
+    size_t n = hi - lo;
+    if (um_read_mem(tid, lo, buf, n) != (int)n)
+        return 0;
+    for (size_t i = 0; i + 1 < n; i++)
+        if (buf[i] == 0x0f && buf[i + 1] == 0x05)
+            return lo + i;
+    return 0;
+}
+
+/* Run one x86_64 system call in a thread stopped at an interrupt stop, from
+ * the registers base with the instruction pointer at a syscall instruction.
+ * Returns its result, or -ESRCH if the thread died (its status deferred). A
+ * signal that arrives meanwhile is kept in *sig for the caller to send again. */
+static long run_call(pid_t tid, const struct user_regs_struct *base, uint64_t at, long nr,
+                     uint64_t a0, uint64_t a1, uint64_t a2, int *sig)
+{
+    struct user_regs_struct r = *base;
+    r.rip = at;
+    r.rax = (unsigned long long)nr;
+    r.orig_rax = (unsigned long long)-1; /* no restart of what was interrupted */
+    r.rdi = a0;
+    r.rsi = a1;
+    r.rdx = a2;
+    r.r10 = r.r8 = r.r9 = 0;
+    if (ptrace(PTRACE_SETREGS, tid, 0, &r) || ptrace(PTRACE_SYSCALL, tid, 0, 0))
+        return -errno;
+    for (;;) {
+        int status;
+        pid_t p = waitpid(tid, &status, __WALL);
+        if (p < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (WIFEXITED(status) || WIFSIGNALED(status)) {
+            defer_status(tid, status);
+            return -ESRCH;
+        }
+        if (!WIFSTOPPED(status))
+            continue;
+        int s = WSTOPSIG(status), event = (unsigned)status >> 16;
+        if (s == (SIGTRAP | 0x80)) {
+            struct um_sci si;
+            if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof si, &si) > 0 && si.op == SI_EXIT)
+                return (long)si.exit.rval;
+        } else if (!(s == SIGTRAP && event) && event != PTRACE_EVENT_STOP && !*sig) {
+            *sig = s; /* a signal-delivery stop: deliver it after us */
+        }
+        /* its entry, its seccomp stop (a filter traps it), another interrupt */
+        ptrace(PTRACE_SYSCALL, tid, 0, 0);
+    }
+}
+
+static struct bpf_buf inject_buf;
+static int inject_ready; /* inject_buf holds the filter of the current traps */
+
+/* Stack a filter of every current trap (all as ptrace stops: a new listener
+ * would be nobody's) on the process of a thread at an interrupt stop, for all
+ * its threads (TSYNC). Its registers are put back as they were, with the
+ * restart of an interrupted call done as the kernel would have. */
+static void inject_filter(pid_t tid)
+{
+    struct user_regs_struct saved;
+    char task[64];
+    int tgid = tid;
+    {
+        char path[64], line[128];
+        snprintf(path, sizeof path, "/proc/%d/status", tid);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            while (fgets(line, sizeof line, f))
+                if (sscanf(line, "Tgid: %d", &tgid) == 1)
+                    break;
+            fclose(f);
+        }
+    }
+    int sig = 0;
+    if (!inject_ready || get_regs(tid, &saved))
+        goto done;
+    if (saved.cs != 0x33) { /* a 32-bit process: not done (docs/internals.md) */
+        stats.inject_failed++;
+        goto done;
+    }
+    uint64_t at = vdso_syscall(tid);
+    if (!at) {
+        stats.inject_failed++;
+        goto done;
+    }
+    size_t size = (size_t)inject_buf.n * sizeof inject_buf.f[0];
+    uint64_t prog = (saved.rsp - 128 - size - 16) & ~(uint64_t)15, insns = prog + 16;
+    struct { uint16_t len; uint16_t pad[3]; uint64_t filter; } fprog = {(uint16_t)inject_buf.n, {0}, insns};
+    if (um_write_mem(tid, insns, inject_buf.f, size) != (int)size ||
+        um_write_mem(tid, prog, &fprog, sizeof fprog) != (int)sizeof fprog) {
+        stats.inject_failed++;
+        goto done;
+    }
+    long r = run_call(tid, &saved, at, SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, prog, &sig);
+    if (r == -EACCES) {
+        /* not privileged in its namespace: the kernel wants no_new_privs */
+        r = run_call(tid, &saved, at, SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, &sig);
+        if (r == 0)
+            r = run_call(tid, &saved, at, SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, prog,
+                         &sig);
+    }
+    if (r == -ESRCH)
+        return;
+    struct user_regs_struct back = saved;
+    if ((long long)saved.orig_rax >= 0) {
+        long long e = (long long)saved.rax;
+        if (e == -512 || e == -513 || e == -514) { /* ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND */
+            back.rax = saved.orig_rax;
+            back.rip -= 2;
+        } else if (e == -516) { /* ERESTART_RESTARTBLOCK */
+            back.rax = SYS_restart_syscall;
+            back.rip -= 2;
+        }
+    }
+    ptrace(PTRACE_SETREGS, tid, 0, &back);
+    if (sig)
+        syscall(SYS_tgkill, tgid, tid, sig);
+    if (r == 0) {
+        stats.injected++;
+    } else {
+        stats.inject_failed++;
+    }
+done:
+    /* done or not doable: no thread of the process asks again */
+    *tf(tid) &= (tflag_t)~TF_NEEDFILTER;
+    snprintf(task, sizeof task, "/proc/%d/task", tgid);
+    DIR *dir = opendir(task);
+    if (dir) {
+        struct dirent *de;
+        while ((de = readdir(dir))) {
+            int t = atoi(de->d_name);
+            if (t > 0)
+                *tf(t) &= (tflag_t)~TF_NEEDFILTER;
+        }
+        closedir(dir);
+    }
+}
+
+/* The filter to stack: every trap, the spawn's and those added since, all
+ * as ptrace stops. */
+static int build_inject(void)
+{
+    static unsigned char all[UM_NABI][MAX_NR];
+    for (int a = 0; a < UM_NABI; a++)
+        for (int i = 0; i < MAX_NR; i++)
+            all[a][i] = trap[a][i] || extra_trap[a][i] ? UM_TRAP_TRACE : 0;
+    int r = build_filter_of(&inject_buf, all);
+    if (r)
+        return r;
+    inject_ready = 1;
+    extra_dirty = 0;
+    return 0;
+}
+
+/* The traps Python added since the first process ran: a filter with every
+ * trap is stacked on each process at its next interrupt stop. Returns the
+ * number of threads asked to stop, 0 if there is nothing new. */
+int um_filter_inject(void)
+{
+    if (!extra_dirty)
+        return 0;
+    int r = build_inject();
+    if (r)
+        return r;
+    int n = 0;
+    for (long t = 1; t <= pid_max; t++)
+        if ((tflags[t] & TF_SEEN) && ptrace(PTRACE_INTERRUPT, (pid_t)t, 0, 0) == 0) {
+            tflags[t] |= TF_NEEDFILTER;
+            n++;
+        }
+    return n;
+}
+
+/* Trace a process started outside the view, and its future children: seize
+ * each of its threads (the kernel's ptrace permission rules apply to the
+ * monitor; Python checks the caller's), then stack the view's filter on it at
+ * its first interrupt stop. */
+int um_attach(int pid)
+{
+    if (pid <= 0 || pid > pid_max)
+        return -EINVAL;
+    if (!inject_ready || extra_dirty) {
+        int r = build_inject();
+        if (r)
+            return r;
+    }
+    char task[64];
+    snprintf(task, sizeof task, "/proc/%d/task", pid);
+    DIR *dir = opendir(task);
+    if (!dir)
+        return -errno;
+    long opts = PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
+                PTRACE_O_TRACEEXEC | PTRACE_O_TRACESECCOMP | PTRACE_O_EXITKILL;
+    int n = 0, err = 0;
+    struct dirent *de;
+    while ((de = readdir(dir))) {
+        int t = atoi(de->d_name);
+        if (t <= 0)
+            continue;
+        if (ptrace(PTRACE_SEIZE, t, 0, opts)) {
+            if (!err)
+                err = -errno;
+            continue;
+        }
+        *tf(t) = TF_SEEN | TF_ANNOUNCED | TF_NEEDFILTER;
+        stats.processes++;
+        ptrace(PTRACE_INTERRUPT, t, 0, 0);
+        n++;
+    }
+    closedir(dir);
+    return n ? 0 : (err ? err : -ESRCH);
+}
+
 /* A call trapped by a user notification: let it run, or, if Python must see
  * it, interrupt the waiting thread. The kernel then abandons the notification
  * and restarts the call after the interrupt stop; resumed with PTRACE_SYSCALL,
@@ -1540,6 +1804,13 @@ static pid_t wait_notif(int *status)
 static pid_t wait_any(int *status)
 {
     pid_t pid;
+    if (ndeferred > 0) {
+        ndeferred--;
+        *status = deferred[0].status;
+        pid = deferred[0].tid;
+        memmove(deferred, deferred + 1, (size_t)ndeferred * sizeof deferred[0]);
+        return pid;
+    }
     if (sigchld_fd >= 0)
         return wait_notif(status);
     for (int i = 0; i < spin_iterations; i++) {
@@ -1655,8 +1926,11 @@ static void finish_reply(struct um_event *ev)
             set_return(tid, abi, ev->rval);
         resume(tid, PTRACE_CONT, 0);
     } else if (ev->kind == UM_EV_FORK || ev->kind == UM_EV_EXEC) {
-        if (ev->kind == UM_EV_FORK && (ev->flags & UM_FORK_HELD))
+        if (ev->kind == UM_EV_FORK && (ev->flags & UM_FORK_HELD)) {
             resume((pid_t)ev->msg, PTRACE_CONT, 0);
+            if (*tf((pid_t)ev->msg) & TF_NEEDFILTER)
+                ptrace(PTRACE_INTERRUPT, (pid_t)ev->msg, 0, 0);
+        }
         resume(tid, PTRACE_CONT, 0);
     }
     ev->kind = UM_EV_DONE;
@@ -1714,13 +1988,7 @@ int um_next(struct um_event *ev)
     int status;
     struct um_sci si;
     for (;;) {
-        pid_t tid;
-        if (ndeferred) {
-            tid = deferred[--ndeferred].tid;
-            status = deferred[ndeferred].status;
-        } else {
-            tid = wait_any(&status);
-        }
+        pid_t tid = wait_any(&status);
         if (tid < 0) {
             if (errno == ECHILD) {
                 end_notifications();
@@ -1840,7 +2108,8 @@ int um_next(struct um_event *ev)
                      * first it was held: it may run now */
                     tflag_t held = *tf(child) & TF_HELD;
                     *tf(child) = (tflag_t)((*tf(child) & ~(TF_HELD | TF_VCWD | TF_FAITHFUL)) |
-                                           TF_ANNOUNCED | (*tf(tid) & (TF_VCWD | TF_FAITHFUL)));
+                                           TF_ANNOUNCED |
+                                           (*tf(tid) & (TF_VCWD | TF_FAITHFUL | TF_NEEDFILTER)));
                     if (held) {
                         unhold(child);
                         held_release = child;
@@ -1854,6 +2123,8 @@ int um_next(struct um_event *ev)
                                          0);
                 if (held_release)
                     resume(held_release, PTRACE_CONT, 0);
+                if (held_release && (*tf(held_release) & TF_NEEDFILTER))
+                    ptrace(PTRACE_INTERRUPT, held_release, 0, 0);
             } else if (event == PTRACE_EVENT_EXEC) {
                 ptrace(PTRACE_GETEVENTMSG, tid, 0, &msg);
                 if ((pid_t)msg != tid && msg > 0) {
@@ -1869,12 +2140,19 @@ int um_next(struct um_event *ev)
             } else if (event == PTRACE_EVENT_STOP && (*tf(tid) & TF_REDIRECT)) {
                 /* our interrupt of a notified call: catch its restart */
                 *tf(tid) = (tflag_t)((*tf(tid) & ~TF_REDIRECT) | TF_AWAIT_ENTRY);
+                if (*tf(tid) & TF_NEEDFILTER) { /* the filter's interrupt: again */
+                    resume(tid, PTRACE_CONT, 0);
+                    ptrace(PTRACE_INTERRUPT, tid, 0, 0);
+                    continue;
+                }
             } else if (event == PTRACE_EVENT_STOP) {
                 /* the first stop of a new tracee, or after PTRACE_INTERRUPT. A
                  * child whose parent's fork event is not in yet waits for it,
                  * so that it never runs before its inherited state is known */
                 if (!(*tf(tid) & TF_ANNOUNCED) && hold(tid))
                     continue;
+                if (*tf(tid) & TF_NEEDFILTER)
+                    inject_filter(tid);
             }
             resume(tid, PTRACE_CONT, 0);
             continue;
@@ -1951,10 +2229,7 @@ static int inject_step(pid_t tid, int op, struct um_sci *si, uint64_t *sigs)
         if (p < 0)
             return -errno;
         if (WIFEXITED(status) || WIFSIGNALED(status)) {
-            if (ndeferred < MAX_DEFERRED) {
-                deferred[ndeferred].tid = tid;
-                deferred[ndeferred++].status = status;
-            }
+            defer_status(tid, status);
             return -ESRCH;
         }
         if (!WIFSTOPPED(status))

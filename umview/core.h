@@ -95,6 +95,8 @@ struct um_stats {
     uint64_t processes;       /* tracees seen (including the first) */
     uint64_t notifications;   /* calls trapped by a user notification (fast path) */
     uint64_t layer_walks;     /* paths with a symlink walked in C (see needs_python) */
+    uint64_t injected;        /* filters stacked on running processes (um_filter_inject, um_attach) */
+    uint64_t inject_failed;   /* ... that could not be (a 32-bit process, no vDSO) */
 };
 
 int um_core_version(void);
@@ -144,6 +146,13 @@ void um_set_fd_check(int on); /* AT_EMPTY_PATH calls on an fd under a plain pref
 int um_set_regmap(int abi, int nr_off, int ret_off, const int *arg_offs);
 int um_filter_trap_nr(int abi, long nr, int how); /* no effect once um_spawn ran: the filter is fixed */
 int um_filter_clear(void);
+/* After um_spawn, um_filter_trap_nr records the traps the running filter
+ * lacks; um_filter_inject stacks a filter with every trap on each tracee at
+ * its next interrupt stop (docs/internals.md). Returns the threads asked to
+ * stop, 0 if no trap is new. */
+int um_filter_inject(void);
+/* Trace process pid (every thread) and its future children; 0 or -errno. */
+int um_attach(int pid);
 
 /* The control channel (docs/services.md): one private system call number, far
  * above any real one on every ABI (x32: with its bias). The filter always traps

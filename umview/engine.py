@@ -111,6 +111,8 @@ class Engine:
     #: walks symlinks in the view: the C core then also hands it path calls
     #: that have a symlink on their way (they may lead under a prefix)
     walks_symlinks = False
+    #: when it was registered (Dispatcher.add): one counter for the view
+    epoch = 0
 
     def enter(self, call):
         return CONTINUE

@@ -6,6 +6,7 @@ engines newest first at entry, each may pass, rewrite or skip; the first Skip
 ends the walk; at exit the engines that asked are called oldest first.
 """
 import errno
+import itertools
 import os
 import sys
 
@@ -109,11 +110,19 @@ class Dispatcher:
     def __init__(self, table):
         self.table = table
         self.engines = []
+        self._epochs = itertools.count(1)
+
+    def tick(self):
+        """The next epoch: one counter for every registration (engines, and
+        modules, whose own operations see the engines older than they are)."""
+        return next(self._epochs)
 
     def add(self, engine):
-        """Register an engine: it becomes the newest, below those marked newest."""
+        """Register an engine: it gets the next epoch and becomes the newest,
+        below those marked newest."""
         if not isinstance(engine, Engine):
             raise TypeError(f"{engine!r} is not an umview Engine")
+        engine.epoch = self.tick()
         at = len(self.engines)
         # newest is a rank: True (1) stays above plain engines, 2 above those
         while at > 0 and int(self.engines[at - 1].newest) > int(engine.newest):
@@ -124,6 +133,11 @@ class Dispatcher:
     def remove(self, engine):
         self.engines.remove(engine)
         self._refresh_mount_prefixes()
+
+    def older(self, epoch):
+        """The engines registered before epoch, oldest first: what a module
+        registered at epoch sees of the view in its own operations."""
+        return [e for e in self.engines if e.epoch < epoch]
 
     def _refresh_mount_prefixes(self):
         # engines that follow the mounts (the cwd tracker) learn them, oldest first
@@ -285,7 +299,7 @@ class Stats:
 
     FIELDS = ("stops", "seccomp_stops", "exit_stops", "fast_continue", "python_events", "skipped",
               "rewritten", "path_reads", "refused", "signals", "group_stops", "processes",
-              "notifications", "layer_walks")
+              "notifications", "layer_walks", "injected", "inject_failed")
 
     def __init__(self, **counts):
         for f in self.FIELDS:
@@ -316,6 +330,8 @@ class Stats:
                 f"  syscall-exit stops            {self.exit_stops}",
                 f"  path strings read             {self.path_reads}",
                 f"  symlink walks in C            {self.layer_walks}",
+                f"  filters stacked at run time   {self.injected}"
+                + (f" ({self.inject_failed} could not be)" if self.inject_failed else ""),
                 f"  signals delivered             {self.signals}",
                 f"  group-stops                   {self.group_stops}",
             ]
@@ -353,12 +369,32 @@ class Monitor:
         self._running = False
         self._trapped = None  # the names the running filter traps (fixed at spawn)
 
+    @property
+    def running(self):
+        """Has the first process started (the filter is fixed)?"""
+        return self._trapped is not None
+
     def add_engine(self, engine):
-        """Register an engine while the view runs (a mount): new epoch, tables reloaded."""
+        """Register an engine while the view runs (a mount): new epoch, tables
+        reloaded. Calls the running filter does not trap are added by a
+        filter stacked on every process of the view (um_filter_inject)."""
+        missing = self.uncovered([engine])
         self.dispatcher.add(engine)
         if self._trapped is not None:  # running; else run() loads the tables
             self.dispatcher.load_into_core()
             self._update_hooks()
+            if missing:
+                n = lib.um_filter_inject()
+                core.check(n)
+                self._trapped |= missing
+                _log().info("engine %s: a filter for %d more calls stacked on %d threads",
+                            engine.name, len(missing), n)
+
+    def attach(self, pid):
+        """Trace a process started outside the view (um_attach): it gets the
+        view's filter at its first stop."""
+        self._ensure_table()
+        core.check(lib.um_attach(pid))
 
     def remove_engine(self, engine):
         self.dispatcher.remove(engine)
@@ -368,7 +404,7 @@ class Monitor:
 
     def uncovered(self, engines):
         """The calls these engines would claim that the running filter does not
-        trap: a filter is fixed once the first process runs (docs/services.md)."""
+        trap (add_engine stacks a filter for them, docs/services.md)."""
         if self._trapped is None:
             return set()
         self._ensure_table()

@@ -33,10 +33,30 @@ class Module:
     def __init__(self, options):
         self.options = dict(options)
         self.view = None  # the Monitor, once the view runs (add_engine/remove_engine)
+        #: the engines registered before this module was loaded (set by the loader)
+        self.older = ()
+        #: the directory relative paths in options are relative to: umview's,
+        #: or that of the process that added the service
+        try:
+            self.cwd = os.getcwd()
+        except OSError:
+            self.cwd = "/"
 
     def engines(self):
-        """The engines this module registers at load, oldest first."""
+        """The engines this module registers at load, oldest first (called
+        once, after ``older`` is set)."""
         return []
+
+    def realize(self, path, own=()):
+        """A path of the view as this module's own operations reach it (the
+        nested view): through the redirecting engines registered before what
+        the module is about to register, then the kernel. At load those are
+        the engines of the modules loaded before it; while the view runs, every
+        mount of the view is older than a mount being made. So a viewfs SOURCE
+        may lie under /unreal or under another mount. own: the engines the
+        module made before the view runs (its mounts at start)."""
+        engines = self.view.dispatcher.engines if self.view is not None else (*self.older, *own)
+        return realize([e for e in engines if isinstance(e, RedirectMount)], path)
 
     def start(self):
         """The view is about to run (``self.view`` is set)."""

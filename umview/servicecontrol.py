@@ -10,7 +10,7 @@ CONTROL whatever else is loaded. Loading modules is the assembly's job
 import errno
 import os
 
-from umview import control
+from umview import control, core
 from umview.engine import Engine, Skip
 
 #: the neutral name the C core gives the control call (core.h, UM_NR_CONTROL)
@@ -20,6 +20,34 @@ def _log():
     import logging
 
     return logging.getLogger("umview")
+
+
+def _creds(pid):
+    """uids, gids, CAP_SYS_PTRACE and tracer of a process, from /proc/PID/status."""
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("Uid", "Gid"):
+                out[key.lower()] = [int(x) for x in value.split()]
+            elif key == "CapEff":
+                out["cap_ptrace"] = bool(int(value, 16) >> 19 & 1)  # CAP_SYS_PTRACE
+            elif key == "TracerPid":
+                out["tracer"] = int(value)
+    return out
+
+
+def _ancestors(pid):
+    """The parents of pid up to init."""
+    out = []
+    while pid > 1:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                pid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        out.append(pid)
+    return out
 
 
 class Service:
@@ -43,8 +71,9 @@ class ServiceControl(Engine):
     newest = 2  # newer than the other engines marked newest (rank, see Dispatcher.add)
 
     def __init__(self, loader=None, view_name=""):
-        """loader(spec, engines) -> (module, new engines): loads a module by
-        -p spec; engines are those already in the view (see assembly)."""
+        """loader(spec, engines, cwd) -> (module, new engines): loads a module
+        by -p spec; engines are those already in the view (see assembly), cwd
+        the adding process's directory."""
         self.loader = loader
         self.view_name = view_name
         self.view_id = 0  # one view per monitor
@@ -57,24 +86,16 @@ class ServiceControl(Engine):
         """A module loaded at start (-p): listed, and removable like the others."""
         self.services.append(Service(name, module, engines, permanent))
 
-    def add_service(self, spec, permanent=False):
+    def add_service(self, spec, permanent=False, cwd=None):
         from umview.service import parse_spec
 
         if self.loader is None:
             raise ServiceError(errno.ENOSYS, "this view cannot load modules")
         try:
             name, _ = parse_spec(spec)
-            module, engines = self.loader(spec, tuple(self.monitor.dispatcher.engines))
+            module, engines = self.loader(spec, tuple(self.monitor.dispatcher.engines), cwd)
         except (ValueError, ImportError) as exc:
             raise ServiceError(errno.EINVAL, str(exc)) from None
-        missing = self.monitor.uncovered(engines)
-        if missing:
-            module.close()
-            names = sorted(missing)
-            shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
-            raise ServiceError(errno.EINVAL, f"{name} claims calls this view's filter does not trap "
-                               f"({shown}): start the view with "
-                               f"`umview --services` to load modules at run time")
         module.view = self.monitor
         try:
             module.start()  # before its engines see a call: a module that cannot start is refused
@@ -105,6 +126,30 @@ class ServiceControl(Engine):
         self.services.remove(s)
         _log().info("service %s removed", name)
 
+    def attach(self, caller, pid):
+        """um_attach: trace pid (all its threads) in this view, if the caller
+        may ptrace it (the kernel's rule, checked on the caller's behalf: the
+        monitor may be more privileged than the caller)."""
+        try:
+            target = _creds(pid)
+        except OSError:
+            raise ServiceError(errno.ESRCH, f"no process {pid}") from None
+        me = _creds(caller)
+        if pid == os.getpid() or pid in _ancestors(os.getpid()):
+            raise ServiceError(errno.EPERM, f"process {pid} runs umview itself (the monitor or a parent)")
+        if target["tracer"] == os.getpid():
+            raise ServiceError(errno.EBUSY, f"process {pid} is already in this view")
+        if target["tracer"]:
+            raise ServiceError(errno.EPERM, f"process {pid} is traced by process {target['tracer']}")
+        if not me["cap_ptrace"] and not (
+                {me["uid"][0]} == set(target["uid"][:3]) and {me["gid"][0]} == set(target["gid"][:3])):
+            raise ServiceError(errno.EPERM, f"not allowed to trace process {pid} (another user's)")
+        try:
+            self.monitor.attach(pid)
+        except OSError as exc:
+            raise ServiceError(exc.errno, f"cannot attach process {pid}: {os.strerror(exc.errno)}") from None
+        _log().info("process %d attached", pid)
+
     def fsalias(self, alias, fstype=None):
         if fstype is None:
             owner = self.aliases.pop(alias, None)
@@ -125,6 +170,12 @@ class ServiceControl(Engine):
         return "".join(f"{s.name}\t{s.module.description}\t{'permanent' if s.permanent else ''}\n"
                        for s in self.services)
 
+    def engine_listing(self):
+        """The engines in the order a call enters them (newest first)."""
+        owner = {id(e): s.name for s in self.services for e in s.engines}
+        return "".join(f"{e.epoch}\t{int(e.newest)}\t{e.name}\t{owner.get(id(e), '')}\n"
+                       for e in reversed(self.monitor.dispatcher.engines))
+
     # --- the engine ---
     def wants(self, call):
         return call.name == CONTROL
@@ -141,11 +192,16 @@ class ServiceControl(Engine):
             return Skip(0)
         if op == control.LIST_SERVICES:
             return self._give(call, self.listing().encode())
+        if op == control.LIST_ENGINES:
+            return self._give(call, self.engine_listing().encode())
         try:
             if op == control.ADD_SERVICE:
-                self.add_service(call.read_string(1).decode(errors="replace"), bool(a[2] & control.PERMANENT))
+                self.add_service(call.read_string(1).decode(errors="replace"), bool(a[2] & control.PERMANENT),
+                                 os.fsdecode(core.proc_link(call.tid) or b"/"))
             elif op == control.DEL_SERVICE:
                 self.del_service(call.read_string(1).decode(errors="replace"))
+            elif op == control.ATTACH:
+                self.attach(call.tid, int(core.signed32(a[1])))
             elif op == control.FSALIAS:
                 alias = call.read_string(1, 256).decode(errors="replace")
                 self.fsalias(alias, call.read_string(2, 256).decode(errors="replace") if a[2] else None)

@@ -460,10 +460,14 @@ class TraceEngine(Engine):
         elif os.WIFEXITED(status):
             self._write(f"{tid} +++ exited with {os.WEXITSTATUS(status)} +++")
 
+    def started(self):
+        """Log from now on (a tracer loaded while the view runs)."""
+        self._started = True
+
     def close(self):
         import sys
 
-        if self.out is not sys.stderr:
+        if self.out is not sys.stderr and not self.out.closed:
             self.out.close()
 
 

@@ -1,16 +1,18 @@
 """The control channel and its commands (docs/services.md): services added,
 used, listed and deleted from inside a view; each command outside a view."""
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
 
 import pytest
 
-from conftest import run, umview_argv
+from conftest import entry_for, need_user, run, umview_argv, umview_for
 
 BIN = os.path.dirname(sys.executable)
-COMMANDS = ["um_add_service", "um_del_service", "um_ls_service", "um_fsalias", "viewname", "vuname"]
+COMMANDS = ["um_add_service", "um_del_service", "um_ls_service", "um_fsalias", "um_attach", "viewname", "vuname"]
 
 
 def env():
@@ -43,10 +45,41 @@ def test_add_use_list_delete_in_one_session():
     assert out.endswith("gone\n")
 
 
-def test_add_refused_when_filter_does_not_trap():
-    out, err, rc = in_view("um_add_service unreal; echo rc=$?")
-    assert "rc=1" in out
-    assert "does not trap" in err and "--services" in err and "(EINVAL)" in err
+THREADS_AND_READ = r"""
+import os, threading, time
+out = []
+def worker():
+    time.sleep(0.8)  # asleep while the filter is stacked: the sleep restarts
+    try:
+        out.append(open("/unreal/etc/hostname").read())
+    except OSError as e:
+        out.append(e.strerror)
+ts = [threading.Thread(target=worker) for _ in range(3)]
+for t in ts:
+    t.start()
+r, w = os.pipe()
+if os.fork() == 0:
+    time.sleep(1.0)
+    os.write(w, b"data")
+    os._exit(0)
+got = os.read(r, 10)  # blocked in read meanwhile: it restarts and gets the data
+for t in ts:
+    t.join()
+os.wait()
+print(out.count(open("/etc/hostname").read()), got.decode(), flush=True)
+"""
+
+
+def test_a_service_added_without_reserve_reaches_running_processes(tmp_path):
+    # no --services: the filter does not trap path calls; um_add_service
+    # stacks one on every process, threads included, in the middle of
+    # blocking calls that must restart unharmed
+    script = tmp_path / "t.py"
+    script.write_text(THREADS_AND_READ)
+    out, err, rc = in_view(f"python3 {script} & sleep 0.3; um_add_service unreal && wait", "--stats")
+    assert rc == 0, err
+    assert out == "3 data\n"
+    assert re.search(r"filters stacked at run time +[1-9]", err), err
 
 
 def test_permanent_service_cannot_be_deleted():
@@ -84,7 +117,8 @@ def test_fsalias_then_mount(tmp_path):
 
 @pytest.mark.parametrize("cmd", [c for c in COMMANDS if c != "vuname"])
 def test_outside_a_view(cmd):
-    args = {"um_add_service": ["unreal"], "um_del_service": ["unreal"], "um_fsalias": ["a", "viewfs"]}
+    args = {"um_add_service": ["unreal"], "um_del_service": ["unreal"], "um_fsalias": ["a", "viewfs"],
+            "um_attach": ["1"]}
     r = subprocess.run([os.path.join(BIN, cmd)] + args.get(cmd, []), capture_output=True, env=env())
     assert r.returncode != 0
     assert b"not running inside umview" in r.stderr
@@ -126,3 +160,102 @@ def test_home_rc_file_is_read_unless_norc_and_a_failing_one_stops(tmp_path):
 def test_missing_rc_file_is_an_error():
     r = run(umview_argv("-f", "/nonexistent/umviewrc", "--", "true"), env=env())
     assert r.returncode == 2 and b"/nonexistent/umviewrc" in r.stderr
+
+
+@pytest.fixture
+def src_tree(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "f").write_text("in the source\n")
+    (tmp_path / "tgt").mkdir()
+    return tmp_path
+
+
+def test_viewfs_source_under_an_older_unreal_mount(src_tree):
+    # the module's own operations (resolving SOURCE) see the engines older than
+    # the mount: unreal, loaded before; loaded after viewfs, at start, it is not
+    t = src_tree
+    out, err, rc = in_view(f"mount -t viewfs /unreal{t}/src {t}/tgt && cat {t}/tgt/f && "
+                           f"echo more > {t}/tgt/g && ls {t}/tgt", "-p", "unreal", "-p", "viewfs")
+    assert rc == 0, err
+    assert out == "in the source\nf\ng\n"
+    assert (t / "src" / "g").read_text() == "more\n" and not (t / "tgt" / "g").exists()
+    r = run(umview_argv("-p", f"viewfs,mount=/unreal{t}/src:{t}/tgt", "-p", "unreal", "true"), env=env())
+    assert r.returncode == 2 and b"No such file or directory" in r.stderr
+
+
+def test_cow_view_over_a_directory_another_mount_provides(src_tree):
+    t = src_tree
+    out, err, rc = in_view(f"mount -t viewfs {t}/src {t}/tgt && mount -t viewfs -o cow {t}/layer {t}/tgt && "
+                           f"echo changed >> {t}/tgt/f && echo new > {t}/tgt/n && rm {t}/tgt/f && ls {t}/tgt; "
+                           f"umount {t}/tgt && cat {t}/tgt/f", "-p", "viewfs")
+    assert rc == 0, err
+    assert out == "n\nin the source\n"
+    assert (t / "src" / "f").read_text() == "in the source\n"  # the lower is untouched
+    assert sorted(os.listdir(t / "layer")) == [".wh.f", "n"]
+
+
+def test_deleting_the_middle_service_closes_the_stack(src_tree):
+    # unreal at /ua (oldest), viewfs and its mount (middle), unreal at /ub
+    # (newest): a call enters /ub, goes down through the mount to /ua; without
+    # viewfs, /ub hands its call straight to /ua. (/ub shows what lies below
+    # it: a mount made after it would not show through /ub.)
+    t = src_tree
+    out, err, rc = in_view(
+        f"um_add_service unreal,mountpoint=/ua,depth=1 && um_add_service viewfs && "
+        f"mount -t viewfs /ua{t}/src {t}/tgt && um_add_service unreal,mountpoint=/ub,depth=1 && "
+        f"cat /ub{t}/tgt/f && "
+        f"{{ um_del_service viewfs; echo busy=$?; }} && umount {t}/tgt && um_del_service viewfs && "
+        f"um_ls_service | cut -d: -f1 && ls /ub{t}/tgt | wc -l && cat /ub/ua{t}/src/f && "
+        f"um_del_service unreal && ! test -e /ub/etc && cat /ua{t}/src/f", "--services")
+    assert rc == 0, err
+    assert out == ("in the source\nbusy=1\nunreal\nunreal\n0\nin the source\nin the source\n")
+    assert "EBUSY" in err
+
+
+OUTSIDE = """
+while [ ! -e "$1/go" ]; do sleep 0.05; done
+cat /unreal/etc/hostname > "$1/out" 2>&1
+bash -c 'cat /unreal/etc/hostname' >> "$1/out" 2>&1
+touch "$1/done"
+"""
+
+
+def test_attach_brings_a_process_started_outside_and_its_children_into_the_view(tmp_path):
+    outside = subprocess.Popen(["bash", "-c", OUTSIDE, "outside", str(tmp_path)])
+    try:
+        out, err, rc = in_view(f"um_attach {outside.pid} && touch {tmp_path}/go && "
+                               f"while [ ! -e {tmp_path}/done ]; do sleep 0.05; done; "
+                               f"um_attach {outside.pid}; echo again=$?", "-p", "unreal")
+        assert outside.wait(timeout=30) == 0
+        r = run(umview_argv("--", "um_attach", str(outside.pid)), env=env())
+        assert r.returncode == 1 and b"no process" in r.stderr  # reaped: gone
+    finally:
+        outside.kill()
+        outside.wait()
+    assert rc == 0, err
+    host = open("/etc/hostname").read()
+    assert (tmp_path / "out").read_text() == host * 2  # the process and its child
+    assert "again=1" in out  # still this view's until its parent reaps it
+
+
+def test_attach_follows_ptrace_rules():
+    out, err, rc = in_view(f"um_attach $$; echo self=$?; um_attach {os.getpid()}; echo parent=$?; "
+                           "um_attach 999999999; echo none=$?")
+    assert "self=1" in out and "EBUSY" in err
+    assert "parent=1" in out and "runs umview itself" in err
+    assert "none=1" in out and "ESRCH" in err
+
+
+def test_attach_refuses_another_users_process():
+    need_user("nobody")
+    victim = subprocess.Popen(["sleep", "30"])  # root's
+    try:
+        attach = " ".join(shlex.quote(a) for a in entry_for("nobody", "umview.commands:um_attach_main"))
+        r = run(umview_for("nobody", "--", "bash", "-c", f"{attach} {victim.pid}; echo rc=$?"), env=env())
+        assert b"rc=1" in r.stdout and b"EPERM" in r.stderr, r.stderr
+        assert victim.poll() is None  # untouched
+        with open(f"/proc/{victim.pid}/status") as f:
+            assert "TracerPid:\t0" in f.read()
+    finally:
+        victim.kill()
+        victim.wait()
