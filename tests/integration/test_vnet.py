@@ -233,10 +233,11 @@ def test_family_option_and_current_stack_over_null():
     assert r.stdout.split() == [b"made", str(EAFNOSUPPORT).encode()], r.stderr
 
 
-def test_vnet_added_at_run_time_under_services():
+@pytest.mark.parametrize("services", [["--services"], []], ids=["services", "stacked-filter"])
+def test_vnet_added_at_run_time_reaches_processes_of_the_view(services):
     need("ip")
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-    r = run(umview_argv("--services", "--norc", "--", "sh", "-c",
+    r = run(umview_argv(*services, "--norc", "--", "sh", "-c",
                         "um_add_service vnet,private && ip -br addr && um_del_service vnet && ip -br addr | wc -l"),
             env=env)
     assert r.returncode == 0, r.stderr
