@@ -23,10 +23,14 @@ Configurations:
                Python for paths that go through a symlink)
   umview-cow   umview -p viewfs,mount=LAYER:/:cow: a copy-on-write view of
                the whole file system, a fresh empty layer for every run
+  umview-vnet  umview -p vnet,private: a network namespace of the view's own
+               (for the net workload)
   proot        Debian's proot, rootfs /, no options
   proot-b      proot -b /etc:/etc: PRoot with one bind, that it translates
                on every path (the closest PRoot has to a mounted view)
   strace       strace -f -o /dev/null
+  unshare-net  unshare -rn with lo up: the kernel's own private network, the
+               floor for umview-vnet (for the net workload)
 
 Standard library only. Workloads are prepared in a temporary directory that
 is removed at the end (--keep keeps it).
@@ -50,9 +54,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 NULL_ENGINE = os.path.join(HERE, "null_path_engine.py") + ":NullPathEngine"
 
-ALL_CONFIGS = ("native", "umview", "umview-null", "umview-unreal", "umview-cow", "proot", "proot-b",
-               "strace")
-ALL_WORKLOADS = ("true", "make", "find", "git", "pyimport", "pytest", "regrtest")
+ALL_CONFIGS = ("native", "umview", "umview-null", "umview-unreal", "umview-cow", "umview-vnet", "proot",
+               "proot-b", "strace", "unshare-net")
+ALL_WORKLOADS = ("true", "make", "find", "git", "pyimport", "pytest", "regrtest", "net")
 
 PY_IMPORTS = "import email, json, http.client, asyncio, decimal, xml.dom.minidom, argparse, logging, unittest"
 # Regression tests that do file I/O and take a few seconds together natively.
@@ -264,8 +268,42 @@ class RegrtestWorkload(PyTestWorkload):
         return [self.args.python, "-m", "test", "-q"] + (REGRTESTS[-2:] if self.args.quick else REGRTESTS)
 
 
+NET_CLIENT = r"""
+import socket, sys, threading
+n = int(sys.argv[1])
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(64)
+def serve():
+    for _ in range(n):
+        c, _ = srv.accept()
+        c.sendall(c.recv(64))
+        c.close()
+threading.Thread(target=serve, daemon=True).start()
+total = 0
+for _ in range(n):
+    s = socket.create_connection(srv.getsockname())
+    s.sendall(b"ping")
+    total += len(s.recv(64))
+    s.close()
+print(total)
+"""
+
+
+class NetWorkload(Workload):
+    name = "net"
+    compare_stdout = True
+
+    def command(self):
+        n = 200 if self.args.quick else 2000
+        return [self.args.python, "-c", NET_CLIENT, str(n)]
+
+    def describe(self):
+        return "python: a loopback echo server and N connections (socket, connect, send, recv, close)"
+
+
 WORKLOAD_CLASSES = {c.name: c for c in (TrueWorkload, MakeWorkload, FindWorkload, GitWorkload,
-                                        PyImportWorkload, PyTestWorkload, RegrtestWorkload)}
+                                        PyImportWorkload, PyTestWorkload, RegrtestWorkload, NetWorkload)}
 
 
 # --------------------------------------------------------------------------
@@ -292,7 +330,7 @@ def build_configs(args):
     for name in wanted:
         if name == "native":
             configs.append(Config("native", [], None))
-        elif name in ("umview", "umview-null", "umview-unreal", "umview-cow"):
+        elif name in ("umview", "umview-null", "umview-unreal", "umview-cow", "umview-vnet"):
             if not umview:
                 notes.append(f"{name}: skipped, no umview found (build the venv or pass --umview)")
                 continue
@@ -311,6 +349,8 @@ def build_configs(args):
                         # a fresh layer per run, next to the stats file (removed with it)
                         layer = tempfile.mkdtemp(prefix="layer-", dir=os.path.dirname(stats_file))
                         p += ["-p", f"viewfs,mount={layer}:/:cow"]
+                    elif name == "umview-vnet":
+                        p += ["-p", "vnet,private"]
                     return p + ["--"]
 
                 configs.append(Config(label, prefix, umview, spin))
@@ -326,6 +366,13 @@ def build_configs(args):
                 notes.append("proot-b: skipped, not installed (apt-get install proot)")
                 continue
             configs.append(Config("proot-b", [tool, "-b", "/etc:/etc"], tool))
+        elif name == "unshare-net":
+            tool = shutil.which("unshare")
+            if not tool:
+                notes.append("unshare-net: skipped, no unshare(1)")
+                continue
+            configs.append(Config("unshare-net", [tool, "-rn", "sh", "-c", 'ip link set lo up && exec "$@"', "sh"],
+                                  tool))
         elif name == "strace":
             tool = shutil.which("strace")
             if not tool:

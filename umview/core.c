@@ -28,6 +28,7 @@
 #include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -53,6 +54,11 @@
 #define SI_EXIT 2
 #define SI_SECCOMP 3
 #define X32_BIT 0x40000000L
+/* the kernel's restart codes (include/linux/errno.h), seen at a syscall-exit stop */
+#define ERESTARTSYS_ 512
+#define ERESTARTNOINTR_ 513
+#define ERESTARTNOHAND_ 514
+#define ERESTART_RESTARTBLOCK_ 516
 #define AT_FDCWD_ -100
 #define AT_EMPTY_PATH_ 0x1000
 
@@ -1600,10 +1606,10 @@ static void inject_filter(pid_t tid)
     struct user_regs_struct back = saved;
     if ((long long)saved.orig_rax >= 0) {
         long long e = (long long)saved.rax;
-        if (e == -512 || e == -513 || e == -514) { /* ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND */
+        if (e == -ERESTARTSYS_ || e == -ERESTARTNOINTR_ || e == -ERESTARTNOHAND_) {
             back.rax = saved.orig_rax;
             back.rip -= 2;
-        } else if (e == -516) { /* ERESTART_RESTARTBLOCK */
+        } else if (e == -ERESTART_RESTARTBLOCK_) {
             back.rax = SYS_restart_syscall;
             back.rip -= 2;
         }
@@ -1981,6 +1987,37 @@ static int call_event(struct um_event *ev, pid_t tid, const struct um_sci *si, i
     return UM_EV_SYSCALL;
 }
 
+/* A signal that ends a notified call's wait for the monitor makes the call
+ * return -ERESTARTSYS: after a handler without SA_RESTART, EINTR, which stat,
+ * access and the like never give natively. At the signal-delivery stop such a
+ * call is made -ERESTARTNOINTR, which the kernel restarts after any handler.
+ * A call on a FIFO, a device or a socket may block, and be interrupted,
+ * natively: its -ERESTARTSYS is left as it is. */
+static void keep_notified_call(pid_t tid)
+{
+    struct user_regs_struct r;
+    if (get_regs(tid, &r) || (int)r.rax != -ERESTARTSYS_ || (long long)r.orig_rax < 0)
+        return;
+    long raw = (long)r.orig_rax;
+    int abi = r.cs == 0x23 ? UM_ABI_I386 : (raw & X32_BIT) ? UM_ABI_X32 : UM_ABI_X86_64;
+    long nr = raw & ~X32_BIT;
+    int sc = lookup_sc(abi, raw);
+    if (nr >= MAX_NR || trap[abi][nr] != UM_TRAP_NOTIF || sc < 0)
+        return;
+    if (path_args[abi][sc][0].path >= 0) {
+        uint64_t args[6];
+        for (int i = 0; i < 6; i++)
+            args[i] = REG(&r, regmap[abi].args[i]);
+        char path[PATH_MAX + 1];
+        struct stat st;
+        if (um_resolve_path(tid, abi, sc, 0, args, path, sizeof path) > 0 && stat(path, &st) == 0 &&
+            (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISSOCK(st.st_mode)))
+            return;
+    }
+    r.rax = (unsigned long long)-ERESTARTNOINTR_;
+    ptrace(PTRACE_SETREGS, tid, 0, &r);
+}
+
 int um_next(struct um_event *ev)
 {
     if (ev->kind != UM_EV_DONE)
@@ -2170,6 +2207,8 @@ int um_next(struct um_event *ev)
         }
         /* a signal-delivery stop: deliver it as the kernel would have */
         stats.signals++;
+        if (listener_fd >= 0)
+            keep_notified_call(tid);
         resume(tid, PTRACE_CONT, sig);
     }
 }
@@ -2178,11 +2217,6 @@ int um_next(struct um_event *ev)
 /* injection: one system call run by a stopped tracee for the monitor  */
 /* ------------------------------------------------------------------ */
 
-/* the kernel's restart codes (include/linux/errno.h), seen at a syscall-exit stop */
-#define ERESTARTSYS_ 512
-#define ERESTARTNOINTR_ 513
-#define ERESTARTNOHAND_ 514
-#define ERESTART_RESTARTBLOCK_ 516
 
 #ifndef PTRACE_GETSIGMASK
 #define PTRACE_GETSIGMASK 0x420a

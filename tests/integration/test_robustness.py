@@ -247,3 +247,31 @@ def test_rewritten_open_interrupted_by_signals_still_opens_the_target(tmp_path, 
                              env["LYING_ALIAS"], env["LYING_TARGET"], restart), env=env, timeout=30)
     assert native.stdout == b"through the fifo\n"
     assert (viewed.stdout, viewed.stderr, viewed.returncode) == (native.stdout, native.stderr, native.returncode)
+
+
+@pytest.fixture(scope="module")
+def signal_storm(tmp_path_factory):
+    if subprocess.run(["gcc", "--version"], capture_output=True).returncode:
+        pytest.skip("needs gcc")
+    exe = tmp_path_factory.mktemp("storm") / "signal_storm"
+    subprocess.run(["gcc", "-O2", "-o", str(exe), os.path.join(PROGS, "signal_storm.c")], check=True)
+    return str(exe)
+
+
+@pytest.mark.parametrize("notif", ["1", "0"])
+def test_calls_waiting_for_the_monitor_never_fail_with_eintr(signal_storm, tmp_path, notif):
+    """stat and access with SIGALRM every 200 us and a handler without
+    SA_RESTART: natively never EINTR; a notified call whose wait a signal
+    ends is restarted, not failed. An open of a FIFO is still interrupted,
+    as natively."""
+    env = dict(os.environ, UMVIEW_NOTIF=notif)
+    native = run([signal_storm], env=env)
+    viewed = run(umview_argv("-p", "unreal", "--", signal_storm), env=env)
+    assert native.stdout == b"eintr=0 other=0 signals>0=1\n"
+    assert viewed.stdout == native.stdout
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    native = run([signal_storm, str(fifo)], env=env)
+    viewed = run(umview_argv("-p", "unreal", "--", signal_storm, str(fifo)), env=env)
+    assert native.stdout == b"fifo open: -1 Interrupted system call\n"
+    assert viewed.stdout == native.stdout
