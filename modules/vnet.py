@@ -38,6 +38,8 @@ MODES = ("null", "current", "private", "netns")
 #: errors of fd passing that the caller gets as they are (socket(2) gives them natively)
 PASSED_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS, errno.ESRCH)
 NETNS_DIR = "/var/run/netns"
+#: the paths of a process's own network files (with procnet)
+PROC_NET = ("/proc/net", "/proc/self/net", "/proc/thread-self/net")
 
 
 def _log():
@@ -48,11 +50,12 @@ class Vnet(Module):
     name = "vnet"
     description = "the view's network: null (none), current, private, or a named network namespace"
     options_help = ("null (the default) | current | private | netns=NAME[,create]; "
-                    "family=F1:F2... of inet, inet6, netlink, packet, all (default all: every family but unix)")
+                    "family=F1:F2... of inet, inet6, netlink, packet, all (default all: every family but unix); "
+                    "procnet: /proc/net shows the view's network too (traps path calls)")
 
     def __init__(self, options):
         super().__init__(options)
-        self.check_options({*MODES, "create", "family"})
+        self.check_options({*MODES, "create", "family", "procnet"})
         modes = [m for m in MODES if m in self.options]
         if len(modes) > 1:
             raise ValueError(f"module vnet: choose one of {', '.join(MODES)} (got {', '.join(modes)})")
@@ -72,6 +75,9 @@ class Vnet(Module):
         self.description = f"the view's network: {where}{fams}"
         self.server = None
         self.created = False
+        self.procnet = bool(self.options.get("procnet"))
+        if self.procnet and self.mode == "current":
+            raise ValueError("module vnet: procnet shows a namespace of the view: not with current")
 
     @staticmethod
     def _families(spec):
@@ -92,14 +98,26 @@ class Vnet(Module):
         return family in self.families
 
     def engines(self):
-        return [VnetEngine(self)]
+        engines = [VnetEngine(self)]
+        if self.procnet:
+            from umview.service import RedirectMount
+
+            # /proc/net is a link to /proc/self/net: the process's own (the
+            # host's) network; the namespace server's shows the view's
+            engines += [RedirectMount(t, self._proc_net, name=f"vnet {t}") for t in PROC_NET]
+        return engines
+
+    def _proc_net(self, rel):
+        """/proc/net/REL of the view: the namespace server's."""
+        base = b"/proc/%d/net" % self.server.pid if self.server is not None else b"/proc/net-of-no-namespace"
+        return base + (b"/" + rel if rel else b"")
 
     def start(self):
         """Enter the network: check and make the named namespace, start the
         server. Errors are ValueErrors with what to do."""
         from umview.nsserver import NamespaceServer
 
-        if self.mode == "current" or (self.mode == "null" and not self.claims(AF_NETLINK)):
+        if self.mode == "current" or (self.mode == "null" and not self.claims(AF_NETLINK) and not self.procnet):
             return  # nothing to make sockets for
         path = os.path.join(NETNS_DIR, self.netns) if self.netns else None
         if self.mode == "netns" and not self.create and not os.path.exists(path):

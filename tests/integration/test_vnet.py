@@ -355,3 +355,36 @@ def test_i386_program_gets_sockets_of_the_namespace_and_socketcall_is_refused(na
     # socket(AF_INET) = 3 in the namespace; connect reaches its server
     assert viewed.stdout.split() == [b"3", b"4", b"-38", b"0"], viewed.stderr
     assert null.stdout.split() == [f"-{EAFNOSUPPORT}".encode(), b"3", b"-38"], null.stderr
+
+
+def _proc_net_names(text):
+    """Interface names of a /proc/net/dev."""
+    return sorted(line.split(":")[0].strip() for line in text.splitlines()[2:])
+
+
+def test_procnet_shows_the_namespace_in_proc_net(namespace):
+    """With procnet, /proc/net (and /proc/self/net) are the namespace's, as
+    `ip netns exec` shows them natively; a host listener is not in its tcp."""
+    native = run(["ip", "netns", "exec", namespace, "cat", "/proc/net/dev"])
+    viewed = run(umview_argv("-p", f"vnet,netns={namespace},procnet", "--", "cat", "/proc/net/dev",
+                             "/proc/self/net/dev"))
+    assert viewed.returncode == 0, viewed.stderr
+    per_file = viewed.stdout.decode().split("Inter-|")[1:]
+    assert [_proc_net_names("Inter-|" + t) for t in per_file] == [_proc_net_names(native.stdout.decode())] * 2
+    host, port = serve(0, "host")
+    try:
+        mine = f":{port:04X}"
+        r = run(umview_argv("-p", f"vnet,netns={namespace},procnet", "--", "cat", "/proc/net/tcp"))
+        assert mine not in r.stdout.decode()
+        assert mine in open("/proc/net/tcp").read()
+    finally:
+        host.kill()
+        host.wait()
+
+
+def test_procnet_of_a_private_view_lists_only_its_loopback():
+    r = run(umview_argv("-p", "vnet,private,procnet", "--", "cat", "/proc/net/dev"))
+    assert r.returncode == 0, r.stderr
+    assert _proc_net_names(r.stdout.decode()) == ["lo"]
+    r = run(umview_argv("-p", "vnet,current,procnet", "true"))
+    assert r.returncode == 2 and b"not with current" in r.stderr
