@@ -14,12 +14,12 @@ examples:
   umview --engine examples/lying_engine.py:LyingEngine -- uname -n
   umview --trace - cat /etc/hostname          an strace-like log on stderr
   umview -p unreal --trace t.log --trace-kernel cat /unreal/etc/hostname
-  umview --services bash      then, inside: um_add_service unreal; ls /unreal/etc
+  umview bash                 then, inside: um_add_service unreal; ls /unreal/etc
   umview -p vnet,null pytest  no network (AF_INET/AF_INET6: EAFNOSUPPORT), AF_UNIX works
   umview -p vnet,private CMD  its own loopback only, any user; vnet,netns=NAME[,create]
 
-Inside a view: um_add_service, um_del_service, um_ls_service, um_fsalias,
-viewname, vuname (docs/services.md).
+Inside a view: um_add_service, um_del_service, um_ls_service, um_attach,
+um_fsalias, viewname, vuname (docs/services.md).
 At start, /etc/umviewrc then ~/.umviewrc (or -f FILE) run inside the view
 before the command (docs/services.md).
 
@@ -42,8 +42,9 @@ def build_parser():
                    help="load a module (e.g. unreal); may be repeated, later ones are newer; "
                    "--list-modules shows them")
     p.add_argument("--services", action="store_true",
-                   help="let um_add_service load modules later: trap from the start what any known "
-                   "module may claim (every path call stops; see docs/services.md)")
+                   help="trap from the start what any known module may claim, so that modules "
+                   "loaded later with um_add_service need no filter stacked on the running "
+                   "processes (every path call then stops; see docs/services.md)")
     p.add_argument("-V", "--viewname", default="", metavar="NAME",
                    help="the view's name (viewname and vuname -N show it)")
     p.add_argument("-f", "--rcfile", metavar="FILE",
