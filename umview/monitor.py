@@ -299,7 +299,7 @@ class Stats:
 
     FIELDS = ("stops", "seccomp_stops", "exit_stops", "fast_continue", "python_events", "skipped",
               "rewritten", "path_reads", "refused", "signals", "group_stops", "processes",
-              "notifications", "layer_walks", "injected", "inject_failed")
+              "notifications", "layer_walks", "injected", "inject_failed", "notif_events", "addfd")
 
     def __init__(self, **counts):
         for f in self.FIELDS:
@@ -324,6 +324,8 @@ class Stats:
                 f"  trapped calls (notifications) {self.notifications}",
                 f"    resumed by C, no Python     {self.fast_continue}",
                 f"    refused (ENOSYS) by C       {self.refused}",
+                f"    answered by Python          {self.notif_events}"
+                + (f" ({self.addfd} with an fd)" if self.addfd else ""),
                 f"  events handed to Python       {self.python_events}",
                 f"  calls virtualized (skipped)   {self.skipped}",
                 f"  calls rewritten               {self.rewritten}",
