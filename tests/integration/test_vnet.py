@@ -397,3 +397,40 @@ def test_i386_program_gets_sockets_of_the_namespace_and_socketcall_is_refused(na
     # socket(AF_INET) = 3 in the namespace; connect reaches its server
     assert viewed.stdout.split() == [b"3", b"4", b"-38", b"0"], viewed.stderr
     assert null.stdout.split() == [f"-{EAFNOSUPPORT}".encode(), b"3", b"-38"], null.stderr
+
+
+WATCH_INET = '''
+import os
+from umview.engine import CONTINUE_AFTER, Engine
+
+
+class WatchInet(Engine):
+    """Sees socket(AF_INET) and its result (an exit stop)."""
+    name = "watch-inet"
+    families = frozenset({2})
+
+    def enter(self, call):
+        return CONTINUE_AFTER
+
+    def exit(self, call):
+        with open(os.environ["WATCH_LOG"], "a") as f:
+            f.write(f"{call.retval}\\n")
+'''
+
+
+def test_newer_engine_wanting_the_result_takes_the_socket_call_at_a_ptrace_stop(tmp_path, trap):
+    """A notified call has no exit stop: an engine newer than vnet that asks
+    for one gets the call redirected to a ptrace stop (vnet then passes the fd
+    with injected calls) and sees its result; AF_INET6, which it does not
+    watch, stays a notification answered with an fd."""
+    from umview.core import lib
+
+    (tmp_path / "watch.py").write_text(WATCH_INET)
+    stats, log = tmp_path / "stats", tmp_path / "log"
+    prog = "import socket; a = socket.socket(); b = socket.socket(socket.AF_INET6); print(a.fileno(), b.fileno())"
+    r = run(umview_argv("--stats-file", str(stats), "-p", "vnet,private", "--engine", f"{tmp_path / 'watch.py'}:WatchInet",
+                        "--", PY, "-S", "-c", prog), env=dict(os.environ, WATCH_LOG=str(log)))
+    assert r.stdout == b"3 4\n" and log.read_text() == "3\n", r.stderr
+    counts = json.loads(stats.read_text())
+    notif = trap == "notif" and lib.um_notif_supported()
+    assert (counts["notif_events"], counts["addfd"]) == ((2, 1) if notif else (0, 0)), counts
