@@ -13,8 +13,10 @@ The module claims socket(2) whole (sockets are made rarely, so trapping it
 costs little) and looks at the family: one it does not claim goes on to older
 engines and the kernel; null refuses it; a namespace mode asks its namespace
 server (umview/nsserver.py, a process in that namespace) for the socket and
-puts it into the caller at the number socket() would have returned
-(umview/fdpass.py). Those are real kernel sockets of the namespace: bind,
+puts it into the caller at the number socket() would have returned: where
+socket() is trapped by a seccomp user notification, with one ioctl
+(Call.complete_with_fd, SECCOMP_IOCTL_NOTIF_ADDFD); otherwise by calls
+injected into the caller (umview/fdpass.py). Those are real kernel sockets of the namespace: bind,
 connect, send, accept on them never stop. AF_NETLINK sockets come from the
 namespace too, so `ip addr` lists its interfaces; in null mode from an empty
 namespace whose only interface, lo, is down.
@@ -166,10 +168,16 @@ class Vnet(Module):
             raise OSError(errno.EAFNOSUPPORT, "the view's network is gone")
         uid, gid = _effective_ids(call.tid)
         fd = self.server.socket(family, type_, proto, uid, gid)  # its OSError is the namespace's answer
+        cloexec = bool(type_ & SOCK_CLOEXEC)
         try:
-            return Skip(fdpass.give_fd(call, fd, cloexec=bool(type_ & SOCK_CLOEXEC), at="lowest"))
+            if call.notified:
+                # the call waits as a seccomp notification: the kernel puts the
+                # socket in and completes the call in one step (ENOENT: the
+                # caller died or a signal ended its wait; the call restarts)
+                return Skip(call.complete_with_fd(fd, cloexec))
+            return Skip(fdpass.give_fd(call, fd, cloexec=cloexec, at="lowest"))
         except OSError as exc:
-            if exc.errno in PASSED_ERRNOS:
+            if exc.errno in PASSED_ERRNOS or (call.notified and exc.errno == errno.ENOENT):
                 raise  # the process is out of fds or memory: what socket() says natively too
             # the socket exists but cannot reach the process (one in a network
             # namespace of its own cannot reach the monitor): this family is not here

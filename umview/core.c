@@ -1713,12 +1713,19 @@ int um_attach(int pid)
     return n ? 0 : (err ? err : -ESRCH);
 }
 
+/* The notification Python holds (UM_EV_NOTIF): 1 received, for um_next to
+ * hand over; 2 handed over; 3 answered by um_notif_addfd. */
+static struct seccomp_notif held_notif;
+static int notif_state;
+
 /* A call trapped by a user notification: let it run, or, if Python must see
- * it, interrupt the waiting thread. The kernel then abandons the notification
- * and restarts the call after the interrupt stop; resumed with PTRACE_SYSCALL,
- * the thread stops at the restarted call's entry, where the loop hands it to
- * Python with all of ptrace's means (see docs/internals.md). */
-static void serve_notification(void)
+ * it, either keep the notification for Python (a UM_CLAIM_NOTIFY call, when
+ * may_hand: um_next's wait) or interrupt the waiting thread. The kernel then
+ * abandons the notification and restarts the call after the interrupt stop;
+ * resumed with PTRACE_SYSCALL, the thread stops at the restarted call's
+ * entry, where the loop hands it to Python with all of ptrace's means (see
+ * docs/internals.md). */
+static void serve_notification(int may_hand)
 {
     struct seccomp_notif req;
     memset(&req, 0, sizeof req);
@@ -1738,14 +1745,86 @@ static void serve_notification(void)
         int abi = req.data.arch == AUDIT_ARCH_I386 ? UM_ABI_I386
                   : (req.data.nr & X32_BIT) ? UM_ABI_X32 : UM_ABI_X86_64;
         int sc = lookup_sc(abi, req.data.nr);
-        if (sc >= 0 && needs_python(tid, abi, sc, (const uint64_t *)req.data.args) &&
-            ptrace(PTRACE_INTERRUPT, tid, 0, 0) == 0) {
-            *tf(tid) |= TF_REDIRECT;
-            return; /* no answer: the interrupt ends the wait */
+        if (sc >= 0 && needs_python(tid, abi, sc, (const uint64_t *)req.data.args)) {
+            if (may_hand && (claim[sc] & UM_CLAIM_NOTIFY)) {
+                held_notif = req;
+                notif_state = 1;
+                return; /* answered after Python's reply */
+            }
+            if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) == 0) {
+                *tf(tid) |= TF_REDIRECT;
+                return; /* no answer: the interrupt ends the wait */
+            }
         }
         stats.fast_continue++;
     }
     ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+}
+
+/* Hand Python the notification serve_notification kept (no ptrace stop:
+ * cur_tid is cleared, so um_inject refuses it). */
+static int notif_event(struct um_event *ev)
+{
+    const struct seccomp_notif *n = &held_notif;
+    memset(ev, 0, sizeof *ev);
+    ev->kind = UM_EV_NOTIF;
+    ev->tid = (int)n->pid;
+    ev->abi = n->data.arch == AUDIT_ARCH_I386 ? UM_ABI_I386 : (n->data.nr & X32_BIT) ? UM_ABI_X32 : UM_ABI_X86_64;
+    ev->nr = n->data.nr;
+    ev->sc = lookup_sc(ev->abi, ev->nr);
+    memcpy(ev->args, n->data.args, sizeof ev->args);
+    ev->ip = n->data.instruction_pointer;
+    ev->reply = UM_REPLY_CONTINUE;
+    cur_tid = 0;
+    notif_state = 2;
+    stats.python_events++;
+    stats.notif_events++;
+    return UM_EV_NOTIF;
+}
+
+int um_notif_addfd(int srcfd, unsigned int newfd_flags)
+{
+    if (notif_state != 2 || listener_fd < 0)
+        return -EINVAL;
+    struct seccomp_notif_addfd a;
+    memset(&a, 0, sizeof a);
+    a.id = held_notif.id;
+    a.flags = SECCOMP_ADDFD_FLAG_SEND;
+    a.srcfd = (uint32_t)srcfd;
+    a.newfd_flags = newfd_flags;
+    int fd = ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_ADDFD, &a);
+    if (fd < 0)
+        return -errno; /* not answered: the reply still goes (-ENOENT: it cannot) */
+    notif_state = 3;
+    stats.addfd++;
+    stats.skipped++;
+    return fd;
+}
+
+/* Answer the notification Python held as it replied. */
+static void finish_notif(struct um_event *ev)
+{
+    int answered = notif_state == 3;
+    notif_state = 0;
+    if (answered || listener_fd < 0)
+        return;
+    struct seccomp_notif_resp resp;
+    memset(&resp, 0, sizeof resp);
+    resp.id = held_notif.id;
+    if (ev->reply == UM_REPLY_REDIRECT && ptrace(PTRACE_INTERRUPT, ev->tid, 0, 0) == 0) {
+        *tf(ev->tid) |= TF_REDIRECT;
+        return; /* as serve_notification does */
+    }
+    if (ev->reply == UM_REPLY_SKIP) {
+        stats.skipped++;
+        if (ev->rval < 0)
+            resp.error = (int32_t)ev->rval;
+        else
+            resp.val = ev->rval;
+    } else {
+        resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+    }
+    ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_SEND, &resp); /* ENOENT: the caller is gone */
 }
 
 static void end_notifications(void)
@@ -1757,6 +1836,7 @@ static void end_notifications(void)
         if (fds[i] >= 0)
             close(fds[i]);
     sigchld_fd = listener_fd = setup_fd = go_fd = -1;
+    notif_state = 0;
     sigprocmask(SIG_SETMASK, &saved_mask, NULL);
 }
 
@@ -1798,8 +1878,11 @@ static pid_t wait_notif(int *status)
         }
         if (is >= 0 && p[is].revents)
             take_listener();
-        if (il >= 0 && (p[il].revents & POLLIN))
-            serve_notification();
+        if (il >= 0 && (p[il].revents & POLLIN)) {
+            serve_notification(1);
+            if (notif_state == 1)
+                return 0; /* for Python: um_next hands it over */
+        }
         else if (il >= 0 && (p[il].revents & (POLLHUP | POLLERR))) {
             close(listener_fd); /* every process with the filter is gone */
             listener_fd = -1;
@@ -1931,6 +2014,8 @@ static void finish_reply(struct um_event *ev)
         if (ev->changed & UM_CHANGED_RVAL)
             set_return(tid, abi, ev->rval);
         resume(tid, PTRACE_CONT, 0);
+    } else if (ev->kind == UM_EV_NOTIF) {
+        finish_notif(ev);
     } else if (ev->kind == UM_EV_FORK || ev->kind == UM_EV_EXEC) {
         if (ev->kind == UM_EV_FORK && (ev->flags & UM_FORK_HELD)) {
             resume((pid_t)ev->msg, PTRACE_CONT, 0);
@@ -2026,6 +2111,8 @@ int um_next(struct um_event *ev)
     struct um_sci si;
     for (;;) {
         pid_t tid = wait_any(&status);
+        if (tid == 0)
+            return notif_event(ev); /* a notification for Python (wait_notif) */
         if (tid < 0) {
             if (errno == ECHILD) {
                 end_notifications();
@@ -2244,7 +2331,7 @@ static pid_t wait_tid(pid_t tid, int *status)
                 ;
         }
         if (listener_fd >= 0 && (fds[1].revents & POLLIN))
-            serve_notification();
+            serve_notification(0); /* Python is busy: a call for it is redirected */
     }
 }
 

@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 4
+#define UM_CORE_VERSION 5
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -26,6 +26,8 @@
 #define UM_CLAIM_VCWD 16  /* calls of threads whose cwd is virtual (um_set_vcwd) */
 #define UM_CLAIM_FAMILY 32 /* socket calls whose family (argument 0) is in the family set
                             * (um_set_families; a family outside 0..63 always) */
+#define UM_CLAIM_NOTIFY 64 /* with UM_TRAP_NOTIF: a call that needs Python is handed over
+                            * as the notification itself (UM_EV_NOTIF), not redirected */
 
 /* how the filter traps a number: a ptrace stop, or a seccomp user
  * notification (for calls C decides alone; see docs/internals.md) */
@@ -40,6 +42,10 @@
 #define UM_EV_EXEC 4         /* tid execed; msg = former tid */
 #define UM_EV_EXIT 5         /* tid is gone; status = its wait status */
 #define UM_EV_ERROR 6        /* waitpid failed unexpectedly; msg = errno */
+#define UM_EV_NOTIF 7        /* a claimed call waiting as a user notification (UM_CLAIM_NOTIFY):
+                              * abi, sc, nr, args, ip as at UM_EV_SYSCALL; no ptrace stop, so
+                              * no um_inject, no register access; replies: CONTINUE, SKIP,
+                              * REDIRECT; um_notif_addfd completes it with an fd */
 
 #define UM_FORK_THREAD 1
 #define UM_FORK_VFORK 2
@@ -56,6 +62,8 @@
 #define UM_REPLY_CONTINUE 0       /* run it, no exit stop */
 #define UM_REPLY_CONTINUE_AFTER 1 /* run it and report UM_EV_SYSCALL_EXIT */
 #define UM_REPLY_SKIP 2           /* do not run it; the tracee gets ev->rval */
+#define UM_REPLY_REDIRECT 3       /* UM_EV_NOTIF only: interrupt the thread and take the
+                                   * call again at a ptrace stop (UM_EV_SYSCALL) */
 
 /* ev->changed bits: what Python modified in the event */
 #define UM_CHANGED_ARGS 1
@@ -97,6 +105,8 @@ struct um_stats {
     uint64_t layer_walks;     /* paths with a symlink walked in C (see needs_python) */
     uint64_t injected;        /* filters stacked on running processes (um_filter_inject, um_attach) */
     uint64_t inject_failed;   /* ... that could not be (a 32-bit process, no vDSO) */
+    uint64_t notif_events;    /* notified calls handed to Python as notifications */
+    uint64_t addfd;           /* ... completed with an fd (um_notif_addfd) */
 };
 
 int um_core_version(void);
@@ -188,6 +198,13 @@ int um_set_vcwd(int tid, int on);
  * could not be run (-ESRCH: the thread died; -EINVAL: no such pending call).
  * See docs/internals.md, "Injecting a call". */
 int um_inject(int tid, int abi, long nr, const uint64_t *args, int64_t *result);
+/* Complete the UM_EV_NOTIF call Python holds with a copy of the monitor's
+ * fd srcfd, installed at the caller's lowest free number with newfd_flags
+ * (O_CLOEXEC or 0), in one step (SECCOMP_IOCTL_NOTIF_ADDFD with
+ * SECCOMP_ADDFD_FLAG_SEND, Linux 5.14): the call returns that number. The
+ * number, or -errno (-ENOENT: the caller died or a signal ended its wait;
+ * -EMFILE; -EINVAL: no notification pending). Then the reply is not sent. */
+int um_notif_addfd(int srcfd, unsigned int newfd_flags);
 void um_set_symlink_check(int on);
 void um_set_families(uint64_t bits); /* bit f: socket family f is claimed (UM_CLAIM_FAMILY) */
 void um_restore_signals(void);

@@ -165,6 +165,7 @@ _ABI_IDS = {"x86_64": 0, "i386": 1, "x32": 2}  # UM_ABI_* of core.h
 
 # Bytes kept free below the stack pointer: the x86_64 red zone.
 _RED_ZONE = 128
+_O_CLOEXEC = 0o2000000
 _SCRATCH_LIMIT = 64 * 1024
 
 
@@ -177,6 +178,13 @@ class Call:
     and are restored in the registers when the call returns, as the syscall
     ABI promises the process.
     """
+
+    #: the call waits as a seccomp user notification (the C core's
+    #: UM_EV_NOTIF), not at a ptrace stop: its memory can be read and written,
+    #: but nothing needs its registers (inject, alloc, rewriting, an exit
+    #: stop: the dispatcher then takes the call again at a ptrace stop);
+    #: ``complete_with_fd`` gives it an fd in one step
+    notified = False
 
     def __init__(self, tid, abi, sc, name, nr, args, ip, sp, path_args=()):
         self.tid = tid
@@ -216,6 +224,7 @@ class Call:
 
     def alloc(self, size):
         """Scratch memory in the tracee, valid until this call returns."""
+        self._need_stop("alloc")
         start = (self._scratch - size) & ~15
         if self.sp - start > _SCRATCH_LIMIT:
             raise OSError(_errno.ENOMEM, "no scratch memory left for this call")
@@ -246,10 +255,30 @@ class Call:
         OSError(ESRCH) if the thread died meanwhile."""
         from umview import arch
 
+        self._need_stop("inject")
         nr = arch.abi_by_name(self.abi).numbers.get(name)
         if nr is None:
             raise OSError(_errno.ENOSYS, f"no system call {name} on {self.abi}")
         return core.inject(self.tid, self.abi_id, nr, args)
+
+    def _need_stop(self, what):
+        if self.notified:
+            # an engine bug, not the process's: logged, the call fails with EIO
+            raise RuntimeError(f"{what} needs the thread at a ptrace stop; {self.name} waits as a "
+                               "seccomp notification (Call.notified): no stack pointer, no injection")
+
+    def complete_with_fd(self, fd, cloexec=False):
+        """A notified call only: make it return a copy of the monitor's ``fd``,
+        installed at the lowest free number of the process (as socket() and
+        open() would), with FD_CLOEXEC if ``cloexec``; in one step, by the
+        kernel (SECCOMP_IOCTL_NOTIF_ADDFD with SECCOMP_ADDFD_FLAG_SEND, Linux
+        5.14). Returns the number; the engine then returns ``Skip(number)``
+        (the call is answered already). OSError: EMFILE and the like as the
+        process would get them, ENOENT if the process died or a signal ended
+        its wait (the call then restarts and comes again)."""
+        if not self.notified:
+            raise RuntimeError("complete_with_fd: the call is not a notification (Call.notified)")
+        return core.check(core.lib.um_notif_addfd(fd, _O_CLOEXEC if cloexec else 0))
 
     # --- paths ---
     def paths(self):

@@ -15,7 +15,8 @@ AF_UNIX stream socket whose name holds its pid; into the caller it injects
 Why not the others: pidfd_getfd run by the tracee needs ptrace rights over
 the monitor (a tracee running as nobody under a root monitor has none);
 SECCOMP_IOCTL_NOTIF_ADDFD works only while the call waits as a seccomp user
-notification, which not every view uses. An AF_UNIX connection only needs
+notification: vnet uses it there (Call.complete_with_fd), and this module
+where the call is at a ptrace stop. An AF_UNIX connection only needs
 the tracee to share the monitor's network namespace for abstract names (see
 docs/modules.md, vnet, for what that leaves out).
 

@@ -220,6 +220,11 @@ class Dispatcher:
             # ptrace; a layered "/" keeps most calls in C, so it notifies.
             how = (lib.UM_TRAP_NOTIF if self.notif and not mode & ~(lib.UM_CLAIM_PATH | lib.UM_CLAIM_FD | lib.UM_CLAIM_VCWD)
                    and not plain_root else lib.UM_TRAP_TRACE)
+            if self.notif and mode == lib.UM_CLAIM_FAMILY:
+                # socket() of vnet alone: Python answers the notification itself
+                # (a socket in one ioctl, Call.complete_with_fd), no ptrace stop
+                how = lib.UM_TRAP_NOTIF
+                core.check(lib.um_set_claim(self.table.index[name], mode | lib.UM_CLAIM_NOTIFY))
             for abi in self.table.arch.ABIS:
                 nr = abi.numbers.get(name)
                 if nr is not None:
@@ -235,12 +240,18 @@ class Dispatcher:
 
     # --- the pipeline ---
     def enter(self, call):
-        """Walk the engines newest first. Returns (reply, rval, exit engines)."""
+        """Walk the engines newest first. Returns (reply, rval, exit engines).
+        A notified call (call.notified) that an engine rewrites or wants to
+        see return ends the walk with UM_REPLY_REDIRECT: the C core takes it
+        again at a ptrace stop, and the walk is made anew there."""
         exits = []
         for engine in reversed(self.engines):
             if not engine.wants(call):
                 continue
             action = _run_engine(engine, "enter", call)
+            if call.notified and not isinstance(action, Skip) and (
+                    action is CONTINUE_AFTER or call.nr != call.orig_nr or tuple(call.args) != call.orig_args):
+                return lib.UM_REPLY_REDIRECT, 0, []
             if isinstance(action, Skip):
                 call.retval = action.result
                 call.skipped_by = engine.name
@@ -299,7 +310,7 @@ class Stats:
 
     FIELDS = ("stops", "seccomp_stops", "exit_stops", "fast_continue", "python_events", "skipped",
               "rewritten", "path_reads", "refused", "signals", "group_stops", "processes",
-              "notifications", "layer_walks", "injected", "inject_failed")
+              "notifications", "layer_walks", "injected", "inject_failed", "notif_events", "addfd")
 
     def __init__(self, **counts):
         for f in self.FIELDS:
@@ -324,6 +335,8 @@ class Stats:
                 f"  trapped calls (notifications) {self.notifications}",
                 f"    resumed by C, no Python     {self.fast_continue}",
                 f"    refused (ENOSYS) by C       {self.refused}",
+                f"    answered by Python          {self.notif_events}"
+                + (f" ({self.addfd} with an fd)" if self.addfd else ""),
                 f"  events handed to Python       {self.python_events}",
                 f"  calls virtualized (skipped)   {self.skipped}",
                 f"  calls rewritten               {self.rewritten}",
@@ -491,6 +504,13 @@ class Monitor:
                     # an exit stop to restore the argument registers, if nothing else
                     ev.reply = lib.UM_REPLY_CONTINUE_AFTER
                     self._pending[ev.tid] = _Pending(call, exits)
+            elif kind == lib.UM_EV_NOTIF:
+                # a claimed call waiting as a seccomp notification: CONTINUE,
+                # SKIP (answered by the C core), or REDIRECT to a ptrace stop
+                call = Call(ev.tid, abis[ev.abi], ev.sc, self.table.names[ev.sc], ev.nr, list(ev.args), ev.ip, 0,
+                            self.table.path_pairs(abis[ev.abi], self.table.names[ev.sc]))
+                call.notified = True
+                ev.reply, ev.rval, _ = self.dispatcher.enter(call)
             elif kind == lib.UM_EV_SYSCALL_EXIT:
                 pending = self._pending.pop(ev.tid, None)
                 if pending is None:

@@ -62,6 +62,18 @@ def no_namespace_left_behind():
     assert set(netns.listnetns()) == before
 
 
+@pytest.fixture(autouse=True, params=["notif", "ptrace"])
+def trap(request, monkeypatch):
+    """Every test both ways: socket() answered as a seccomp notification with
+    an fd (UMVIEW_NOTIF unset, on kernels that have notifications) and at a
+    ptrace stop with calls injected into the caller (UMVIEW_NOTIF=0)."""
+    if request.param == "ptrace":
+        monkeypatch.setenv("UMVIEW_NOTIF", "0")
+    else:
+        monkeypatch.delenv("UMVIEW_NOTIF", raising=False)
+    return request.param
+
+
 @pytest.fixture
 def namespace():
     """A named network namespace with lo up and a dummy interface, made with
@@ -218,6 +230,36 @@ def test_sockets_of_a_private_view_get_the_numbers_and_flags_they_get_natively()
     native, viewed = natively_and_private(prog)
     assert viewed.stderr == native.stderr == b""
     assert viewed.stdout == native.stdout
+
+
+RAW_SOCKETS = ("import ctypes, fcntl, os, socket\n"
+               "libc = ctypes.CDLL(None, use_errno=True)\n"
+               "for fam in (socket.AF_INET, socket.AF_INET6):\n"
+               "    for flags in (0, socket.SOCK_CLOEXEC, socket.SOCK_NONBLOCK,"
+               " socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK):\n"
+               "        low = os.dup(0); os.close(low)\n"
+               "        fd = libc.socket(fam, socket.SOCK_STREAM | flags, 0)\n"
+               "        print(fd == low, fcntl.fcntl(fd, fcntl.F_GETFD), fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_NONBLOCK,"
+               " socket.socket(fileno=os.dup(fd)).family)\n"
+               "keep = [os.dup(0) for _ in range(3)]; os.close(keep[1])\n"
+               "print(libc.socket(socket.AF_INET, socket.SOCK_DGRAM, 0) == keep[1])\n")
+
+
+def test_socket_of_a_private_view_is_answered_as_a_notification_with_native_numbers_and_flags(tmp_path, trap):
+    """Where the kernel has notifications, vnet's socket() never stops the
+    caller: the monitor answers it with the namespace's socket in one ioctl
+    (SECCOMP_IOCTL_NOTIF_ADDFD). Numbers, FD_CLOEXEC and O_NONBLOCK as natively."""
+    from umview.core import lib
+
+    stats = tmp_path / "stats"
+    native = run([PY, "-c", RAW_SOCKETS])
+    viewed = run(umview_argv("--stats-file", str(stats), "-p", "vnet,private", "--", PY, "-c", RAW_SOCKETS))
+    assert viewed.stdout == native.stdout and b"False" not in native.stdout, viewed.stderr
+    counts = json.loads(stats.read_text())
+    if trap == "notif" and lib.um_notif_supported():
+        assert counts["addfd"] == counts["notif_events"] == 9 and counts["seccomp_stops"] == 0, counts
+    else:
+        assert counts["addfd"] == counts["notif_events"] == 0 and counts["seccomp_stops"] >= 9, counts
 
 
 def test_family_option_and_current_stack_over_null():
@@ -388,3 +430,40 @@ def test_procnet_of_a_private_view_lists_only_its_loopback():
     assert _proc_net_names(r.stdout.decode()) == ["lo"]
     r = run(umview_argv("-p", "vnet,current,procnet", "true"))
     assert r.returncode == 2 and b"not with current" in r.stderr
+
+
+WATCH_INET = '''
+import os
+from umview.engine import CONTINUE_AFTER, Engine
+
+
+class WatchInet(Engine):
+    """Sees socket(AF_INET) and its result (an exit stop)."""
+    name = "watch-inet"
+    families = frozenset({2})
+
+    def enter(self, call):
+        return CONTINUE_AFTER
+
+    def exit(self, call):
+        with open(os.environ["WATCH_LOG"], "a") as f:
+            f.write(f"{call.retval}\\n")
+'''
+
+
+def test_newer_engine_wanting_the_result_takes_the_socket_call_at_a_ptrace_stop(tmp_path, trap):
+    """A notified call has no exit stop: an engine newer than vnet that asks
+    for one gets the call redirected to a ptrace stop (vnet then passes the fd
+    with injected calls) and sees its result; AF_INET6, which it does not
+    watch, stays a notification answered with an fd."""
+    from umview.core import lib
+
+    (tmp_path / "watch.py").write_text(WATCH_INET)
+    stats, log = tmp_path / "stats", tmp_path / "log"
+    prog = "import socket; a = socket.socket(); b = socket.socket(socket.AF_INET6); print(a.fileno(), b.fileno())"
+    r = run(umview_argv("--stats-file", str(stats), "-p", "vnet,private", "--engine", f"{tmp_path / 'watch.py'}:WatchInet",
+                        "--", PY, "-S", "-c", prog), env=dict(os.environ, WATCH_LOG=str(log)))
+    assert r.stdout == b"3 4\n" and log.read_text() == "3\n", r.stderr
+    counts = json.loads(stats.read_text())
+    notif = trap == "notif" and lib.um_notif_supported()
+    assert (counts["notif_events"], counts["addfd"]) == ((2, 1) if notif else (0, 0)), counts

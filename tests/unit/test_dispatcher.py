@@ -143,3 +143,42 @@ def test_an_engine_with_only_layered_prefixes_wants_calls_under_them(table):
     assert e.wants(call)
     call._paths = [b"/elsewhere"]
     assert not e.wants(call)
+
+
+def test_notified_call_an_engine_wants_to_see_return_is_redirected_to_ptrace(table):
+    """A call that waits as a seccomp notification has no exit stop: an
+    engine asking for one (or rewriting it) ends the walk, and the C core
+    takes the call again at a ptrace stop, where the walk is made anew."""
+    from umview.core import lib
+
+    log = []
+    d = Dispatcher(table)
+    d.add(Recorder("old", log, Skip(3)))
+    d.add(Recorder("new", log, CONTINUE_AFTER))
+    call = make_call(table)
+    call.notified = True
+    assert d.enter(call) == (lib.UM_REPLY_REDIRECT, 0, [])
+    assert log == [("enter", "new")]
+
+
+def test_notified_call_skipped_or_continued_stays_a_notification(table):
+    from umview.core import lib
+
+    d = Dispatcher(table)
+    d.add(Recorder("old", [], CONTINUE))
+    d.add(Recorder("new", [], Skip(-errno.EAFNOSUPPORT)))
+    call = make_call(table)
+    call.notified = True
+    assert d.enter(call)[:2] == (lib.UM_REPLY_SKIP, -errno.EAFNOSUPPORT)
+    d.remove(d.engines[-1])
+    assert d.enter(call)[0] == lib.UM_REPLY_CONTINUE
+
+
+def test_notified_call_refuses_what_needs_a_ptrace_stop(table):
+    call = make_call(table)
+    call.notified = True
+    for what in (lambda: call.inject("getpid"), lambda: call.alloc(8)):
+        with pytest.raises(RuntimeError, match="seccomp notification"):
+            what()
+    with pytest.raises(RuntimeError, match="not a notification"):
+        make_call(table).complete_with_fd(0)
