@@ -1506,12 +1506,81 @@ static uint64_t vdso_syscall(pid_t tid)
     return 0;
 }
 
+static void serve_notification(int may_hand);
+
+#ifndef PTRACE_GETSIGMASK
+#define PTRACE_GETSIGMASK 0x420a
+#define PTRACE_SETSIGMASK 0x420b
+#endif
+
+/* Wait for a stop or the death of one thread, serving notifications of the
+ * others meanwhile (their stops stay queued for um_next). */
+static pid_t wait_tid(pid_t tid, int *status)
+{
+    for (;;) {
+        pid_t p = waitpid(tid, status, __WALL | (sigchld_fd >= 0 ? WNOHANG : 0));
+        if (p != 0) {
+            if (p < 0 && errno == EINTR)
+                continue;
+            return p;
+        }
+        struct pollfd fds[2] = {{.fd = sigchld_fd, .events = POLLIN}, {.fd = listener_fd, .events = POLLIN}};
+        if (poll(fds, listener_fd >= 0 ? 2 : 1, -1) < 0 && errno != EINTR)
+            return -1;
+        if (fds[0].revents) {
+            /* um_next's wait looks with WNOHANG before it sleeps: nothing lost */
+            struct signalfd_siginfo si[8];
+            while (read(sigchld_fd, si, sizeof si) > 0)
+                ;
+        }
+        if (listener_fd >= 0 && (fds[1].revents & POLLIN))
+            serve_notification(0); /* Python is busy: a call for it is redirected */
+    }
+}
+
+/* Resume tid with PTRACE_SYSCALL until its next syscall stop of kind op
+ * (SI_ENTRY or SI_EXIT), and read it. Seccomp stops of the injected call are
+ * resumed; a signal-delivery stop (SIGSTOP: the others are blocked) is
+ * suppressed and its signal kept in *sigs to be sent again. -ESRCH if the
+ * thread died (its status is kept for um_next). */
+static int inject_step(pid_t tid, int op, struct um_sci *si, uint64_t *sigs)
+{
+    if (ptrace(PTRACE_SYSCALL, tid, 0, 0))
+        return -errno;
+    for (;;) {
+        int status;
+        pid_t p = wait_tid(tid, &status);
+        if (p < 0)
+            return -errno;
+        if (WIFEXITED(status) || WIFSIGNALED(status)) {
+            defer_status(tid, status);
+            return -ESRCH;
+        }
+        if (!WIFSTOPPED(status))
+            continue;
+        stats.stops++;
+        int sig = WSTOPSIG(status), event = (unsigned)status >> 16;
+        if (sig == (SIGTRAP | 0x80)) {
+            if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof *si, si) > 0 && si->op == op)
+                return 0;
+        } else if (sig == SIGTRAP && event == PTRACE_EVENT_SECCOMP) {
+            stats.seccomp_stops++; /* the injected call trapped: it is the monitor's, run it */
+        } else if (event == 0 && sig != SIGTRAP) {
+            *sigs |= 1ULL << (sig - 1); /* delivered after the pending call: kept */
+        }
+        /* other events (an injected fork or exec is not supported) and
+         * PTRACE_EVENT_STOP: on to the stop we wait for */
+        if (ptrace(PTRACE_SYSCALL, tid, 0, 0))
+            return -errno;
+    }
+}
+
 /* Run one x86_64 system call in a thread stopped at an interrupt stop, from
  * the registers base with the instruction pointer at a syscall instruction.
- * Returns its result, or -ESRCH if the thread died (its status deferred). A
- * signal that arrives meanwhile is kept in *sig for the caller to send again. */
+ * Returns its result, or -ESRCH if the thread died (its status deferred).
+ * Signals that arrive meanwhile are kept in *sigs for the caller to send again. */
 static long run_call(pid_t tid, const struct user_regs_struct *base, uint64_t at, long nr,
-                     uint64_t a0, uint64_t a1, uint64_t a2, int *sig)
+                     uint64_t a0, uint64_t a1, uint64_t a2, uint64_t *sigs)
 {
     struct user_regs_struct r = *base;
     r.rip = at;
@@ -1521,33 +1590,11 @@ static long run_call(pid_t tid, const struct user_regs_struct *base, uint64_t at
     r.rsi = a1;
     r.rdx = a2;
     r.r10 = r.r8 = r.r9 = 0;
-    if (ptrace(PTRACE_SETREGS, tid, 0, &r) || ptrace(PTRACE_SYSCALL, tid, 0, 0))
+    if (ptrace(PTRACE_SETREGS, tid, 0, &r))
         return -errno;
-    for (;;) {
-        int status;
-        pid_t p = waitpid(tid, &status, __WALL);
-        if (p < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        if (WIFEXITED(status) || WIFSIGNALED(status)) {
-            defer_status(tid, status);
-            return -ESRCH;
-        }
-        if (!WIFSTOPPED(status))
-            continue;
-        int s = WSTOPSIG(status), event = (unsigned)status >> 16;
-        if (s == (SIGTRAP | 0x80)) {
-            struct um_sci si;
-            if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof si, &si) > 0 && si.op == SI_EXIT)
-                return (long)si.exit.rval;
-        } else if (!(s == SIGTRAP && event) && event != PTRACE_EVENT_STOP && !*sig) {
-            *sig = s; /* a signal-delivery stop: deliver it after us */
-        }
-        /* its entry, its seccomp stop (a filter traps it), another interrupt */
-        ptrace(PTRACE_SYSCALL, tid, 0, 0);
-    }
+    struct um_sci si;
+    int e = inject_step(tid, SI_EXIT, &si, sigs);
+    return e ? e : (long)si.exit.rval;
 }
 
 static struct bpf_buf inject_buf;
@@ -1573,7 +1620,7 @@ static void inject_filter(pid_t tid)
             fclose(f);
         }
     }
-    int sig = 0;
+    uint64_t sigs = 0;
     if (!inject_ready || get_regs(tid, &saved))
         goto done;
     if (saved.cs != 0x33) { /* a 32-bit process: not done (docs/internals.md) */
@@ -1593,13 +1640,13 @@ static void inject_filter(pid_t tid)
         stats.inject_failed++;
         goto done;
     }
-    long r = run_call(tid, &saved, at, SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, prog, &sig);
+    long r = run_call(tid, &saved, at, SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, prog, &sigs);
     if (r == -EACCES) {
         /* not privileged in its namespace: the kernel wants no_new_privs */
-        r = run_call(tid, &saved, at, SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, &sig);
+        r = run_call(tid, &saved, at, SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, &sigs);
         if (r == 0)
             r = run_call(tid, &saved, at, SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, prog,
-                         &sig);
+                         &sigs);
     }
     if (r == -ESRCH)
         return;
@@ -1615,8 +1662,9 @@ static void inject_filter(pid_t tid)
         }
     }
     ptrace(PTRACE_SETREGS, tid, 0, &back);
-    if (sig)
-        syscall(SYS_tgkill, tgid, tid, sig);
+    for (int k = 1; k <= 64; k++)
+        if (sigs & (1ULL << (k - 1)))
+            syscall(SYS_tgkill, tgid, tid, k);
     if (r == 0) {
         stats.injected++;
     } else {
@@ -2304,73 +2352,6 @@ int um_next(struct um_event *ev)
 /* injection: one system call run by a stopped tracee for the monitor  */
 /* ------------------------------------------------------------------ */
 
-
-#ifndef PTRACE_GETSIGMASK
-#define PTRACE_GETSIGMASK 0x420a
-#define PTRACE_SETSIGMASK 0x420b
-#endif
-
-/* Wait for a stop or the death of one thread, serving notifications of the
- * others meanwhile (their stops stay queued for um_next). */
-static pid_t wait_tid(pid_t tid, int *status)
-{
-    for (;;) {
-        pid_t p = waitpid(tid, status, __WALL | (sigchld_fd >= 0 ? WNOHANG : 0));
-        if (p != 0) {
-            if (p < 0 && errno == EINTR)
-                continue;
-            return p;
-        }
-        struct pollfd fds[2] = {{.fd = sigchld_fd, .events = POLLIN}, {.fd = listener_fd, .events = POLLIN}};
-        if (poll(fds, listener_fd >= 0 ? 2 : 1, -1) < 0 && errno != EINTR)
-            return -1;
-        if (fds[0].revents) {
-            /* um_next's wait looks with WNOHANG before it sleeps: nothing lost */
-            struct signalfd_siginfo si[8];
-            while (read(sigchld_fd, si, sizeof si) > 0)
-                ;
-        }
-        if (listener_fd >= 0 && (fds[1].revents & POLLIN))
-            serve_notification(0); /* Python is busy: a call for it is redirected */
-    }
-}
-
-/* Resume tid with PTRACE_SYSCALL until its next syscall stop of kind op
- * (SI_ENTRY or SI_EXIT), and read it. Seccomp stops of the injected call are
- * resumed; a signal-delivery stop (SIGSTOP: the others are blocked) is
- * suppressed and its signal kept in *sigs to be sent again. -ESRCH if the
- * thread died (its status is kept for um_next). */
-static int inject_step(pid_t tid, int op, struct um_sci *si, uint64_t *sigs)
-{
-    if (ptrace(PTRACE_SYSCALL, tid, 0, 0))
-        return -errno;
-    for (;;) {
-        int status;
-        pid_t p = wait_tid(tid, &status);
-        if (p < 0)
-            return -errno;
-        if (WIFEXITED(status) || WIFSIGNALED(status)) {
-            defer_status(tid, status);
-            return -ESRCH;
-        }
-        if (!WIFSTOPPED(status))
-            continue;
-        stats.stops++;
-        int sig = WSTOPSIG(status), event = (unsigned)status >> 16;
-        if (sig == (SIGTRAP | 0x80)) {
-            if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof *si, si) > 0 && si->op == op)
-                return 0;
-        } else if (sig == SIGTRAP && event == PTRACE_EVENT_SECCOMP) {
-            stats.seccomp_stops++; /* the injected call trapped: it is the monitor's, run it */
-        } else if (event == 0 && sig != SIGTRAP) {
-            *sigs |= 1ULL << (sig - 1); /* delivered after the pending call: kept */
-        }
-        /* other events (an injected fork or exec is not supported) and
-         * PTRACE_EVENT_STOP: on to the stop we wait for */
-        if (ptrace(PTRACE_SYSCALL, tid, 0, 0))
-            return -errno;
-    }
-}
 
 int um_inject(int tid, int abi, long nr, const uint64_t *args, int64_t *result)
 {
