@@ -91,7 +91,7 @@ class Reserve:
 
         r = _Reserve()
         sets = {"syscalls": set(), "path_syscalls": set(), "fd_syscalls": set(), "vcwd_syscalls": set(),
-                "families": set()}
+                "families": set(), "unix_addr_syscalls": set()}
         engines = [CwdTracker()]
         for name in sorted(set(BUILTIN) | set(_entry_points())):
             try:

@@ -28,6 +28,7 @@
 #include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -1324,6 +1325,12 @@ static int needs_python(int tid, int abi, int sc, const uint64_t *args)
     if (c & UM_CLAIM_FAMILY) {
         int family = (int)args[0];
         if (family < 0 || family >= 64 || (family_set >> family) & 1)
+            return 1;
+    }
+    if ((c & UM_CLAIM_UNIXADDR) && args[2] > 2) {
+        unsigned char head[3];
+        if (um_read_mem(tid, args[1], head, sizeof head) == (int)sizeof head && head[0] == AF_UNIX &&
+            head[1] == 0 && head[2] != 0)
             return 1;
     }
     if (!(c & UM_CLAIM_PATH))

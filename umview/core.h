@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 5
+#define UM_CORE_VERSION 6
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -28,6 +28,8 @@
                             * (um_set_families; a family outside 0..63 always) */
 #define UM_CLAIM_NOTIFY 64 /* with UM_TRAP_NOTIF: a call that needs Python is handed over
                             * as the notification itself (UM_EV_NOTIF), not redirected */
+#define UM_CLAIM_UNIXADDR 128 /* bind/connect whose address (args[1], length args[2]) is an
+                               * AF_UNIX path (not abstract): an unreadable one stays the kernel's */
 
 /* how the filter traps a number: a ptrace stop, or a seccomp user
  * notification (for calls C decides alone; see docs/internals.md) */

@@ -98,6 +98,10 @@ class Engine:
     #: calls this engine sees from threads whose cwd is virtual (the cwd
     #: tracker's getcwd); the C core knows which threads those are
     vcwd_syscalls = frozenset()
+    #: bind/connect that this engine sees when their address is an AF_UNIX
+    #: path (the C core reads its first bytes); other families never stop
+    #: in Python
+    unix_addr_syscalls = frozenset()
     #: socket families (AF_* numbers) whose socket(2) calls this engine sees;
     #: the C core lets the other families' calls run without Python
     families = frozenset()
@@ -136,7 +140,7 @@ class Engine:
 
     def wants(self, call):
         """Does this engine claim this particular call?"""
-        if call.name in self.syscalls or call.name in self.vcwd_syscalls:
+        if call.name in self.syscalls or call.name in self.vcwd_syscalls or call.name in self.unix_addr_syscalls:
             return True
         if call.name == "socket" and self.families:
             return core.signed32(call.args[0]) in self.families

@@ -170,6 +170,9 @@ class Dispatcher:
                 modes[name] = modes.get(name, 0) | lib.UM_CLAIM_VCWD
             if e.families:
                 modes["socket"] = modes.get("socket", 0) | lib.UM_CLAIM_FAMILY
+            for name in e.unix_addr_syscalls:
+                self._check_name(e, name)
+                modes[name] = modes.get(name, 0) | lib.UM_CLAIM_UNIXADDR
             if e.prefixes or e.mounts_later:
                 for name in e.fd_syscalls:
                     self._check_name(e, name)

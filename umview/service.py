@@ -99,12 +99,12 @@ class RedirectMount(Engine):
         self.real_path = real_path
         self.name = name
         self.path_syscalls = frozenset(PATH_SYSCALLS if path_syscalls is None else path_syscalls)
-        # AF_UNIX socket paths: the address is a struct, not a path argument,
-        # so the filter traps every bind/connect and the engine looks inside
-        self.syscalls = frozenset({"bind", "connect"})
+        # AF_UNIX socket paths: the address is a struct, not a path argument;
+        # the C core hands over the bind/connect calls whose address is one
+        self.unix_addr_syscalls = frozenset({"bind", "connect"})
 
     def wants(self, call):
-        if call.name in self.syscalls:
+        if call.name in self.unix_addr_syscalls:
             return self._socket_path(call) is not None
         return super().wants(call)
 
@@ -149,7 +149,7 @@ class RedirectMount(Engine):
         return rel
 
     def enter(self, call):
-        if call.name in self.syscalls:
+        if call.name in self.unix_addr_syscalls:
             return self._redirect_socket(call)
         rewrites = []
         for slot, path in enumerate(call.paths()):

@@ -1,5 +1,6 @@
 """unreal's oracle: an operation on X, /unreal/X and /unreal/unreal/X gives the
 same result (up to the prefix), and /unreal/unreal/unreal/X does not exist."""
+import json
 import os
 import sys
 
@@ -155,3 +156,27 @@ def test_script_whose_interpreter_lies_under_the_mount_runs(tmp_path):
             cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout.decode().splitlines() == ["./s.sh|a b c", f"/unreal{script}|d", f"{script}|"]
+
+
+INET_CONNECTS = """
+import socket
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(64)
+for _ in range(50):
+    c = socket.create_connection(srv.getsockname())
+    srv.accept()[0].close()
+    c.close()
+print("ok")
+"""
+
+
+def test_inet_bind_and_connect_stay_in_c_only_unix_paths_reach_python(tmp_path):
+    """The mount claims bind/connect for AF_UNIX paths under it; the C core
+    reads the address's family, so 51 AF_INET binds and connects never enter
+    Python (a few other calls do: exec, the cwd tracker's start)."""
+    stats = tmp_path / "stats"
+    r = run(umview_argv("--stats-file", str(stats), "-p", "unreal", "--", sys.executable, "-S", "-c",
+                        INET_CONNECTS))
+    assert r.stdout == b"ok\n", r.stderr
+    assert json.loads(stats.read_text())["python_events"] < 20
