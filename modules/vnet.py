@@ -188,16 +188,9 @@ class Vnet(Module):
 
 
 def _effective_ids(tid):
-    """The effective uid and gid of a thread (/proc/TID/status)."""
-    uid = gid = 0
-    with open(f"/proc/{tid}/status", "rb") as f:
-        for line in f:
-            if line.startswith(b"Uid:"):
-                uid = int(line.split()[2])
-            elif line.startswith(b"Gid:"):
-                gid = int(line.split()[2])
-                break
-    return uid, gid
+    """The effective uid and gid of a thread."""
+    st = core.proc_status(tid, "Uid", "Gid")
+    return int(st["Uid"][1]) if "Uid" in st else 0, int(st["Gid"][1]) if "Gid" in st else 0
 
 
 class VnetEngine(Engine):

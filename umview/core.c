@@ -60,6 +60,10 @@
 #define ERESTARTNOINTR_ 513
 #define ERESTARTNOHAND_ 514
 #define ERESTART_RESTARTBLOCK_ 516
+/* how every tracee is seized, spawned or attached (um_attach); children inherit them */
+#define TRACE_OPTIONS \
+    (PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | \
+     PTRACE_O_TRACEEXEC | PTRACE_O_TRACESECCOMP | PTRACE_O_EXITKILL)
 #define AT_FDCWD_ -100
 #define AT_EMPTY_PATH_ 0x1000
 
@@ -764,9 +768,7 @@ int um_spawn(char *const argv[], int flags)
     close(go[0]);
     close(err[1]);
     close(lp[1]);
-    long opts = PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
-                PTRACE_O_TRACEEXEC | PTRACE_O_TRACESECCOMP | PTRACE_O_EXITKILL;
-    if (ptrace(PTRACE_SEIZE, pid, 0, opts)) {
+    if (ptrace(PTRACE_SEIZE, pid, 0, TRACE_OPTIONS)) {
         r = -errno;
         kill(pid, SIGKILL);
         waitpid(pid, NULL, __WALL);
@@ -1013,11 +1015,6 @@ static int read_link(const char *proc, char *out, int size)
     return (int)n;
 }
 
-/* Resolve path argument `slot` of the call to an absolute, lexically
- * normalized path in out. An empty path with AT_EMPTY_PATH stands for its
- * dirfd: with fd_ok it resolves to the fd's path, without it -ENOENT (the
- * call acts on an open file, not on a path). Returns the length or -errno
- * (unreadable, too long, or the base directory is not a directory). */
 /* Does a path have a ".." component? */
 static int has_dotdot(const char *p)
 {
@@ -1027,6 +1024,12 @@ static int has_dotdot(const char *p)
     return 0;
 }
 
+/* Resolve path argument `slot` of the call to an absolute, lexically
+ * normalized path in out. An empty path with AT_EMPTY_PATH stands for its
+ * dirfd: with fd_ok it resolves to the fd's path, without it -ENOENT (the
+ * call acts on an open file, not on a path). Returns the length or -errno
+ * (unreadable, too long, or the base directory is not a directory).
+ * *climbs (if given): a relative path with a ".." component. */
 static int resolve(int tid, const struct path_arg *pa, const uint64_t *args, char *out, int size, int fd_ok,
                    char *raw, int *climbs)
 {
@@ -1039,8 +1042,6 @@ static int resolve(int tid, const struct path_arg *pa, const uint64_t *args, cha
     if (n < 0)
         return n;
     stats.path_reads++;
-    if (climbs && rel[0] != '/')
-        *climbs = has_dotdot(rel);
     if (rel[0] == '/') {
         if (n >= size)
             return -ENAMETOOLONG;
@@ -1049,10 +1050,12 @@ static int resolve(int tid, const struct path_arg *pa, const uint64_t *args, cha
             memcpy(raw, rel, (size_t)n + 1);
         return normalize(out);
     }
+    int dotdot = has_dotdot(rel);
+    if (climbs)
+        *climbs = dotdot;
     int dirfd = pa->dirfd >= 0 ? (int)args[pa->dirfd] : AT_FDCWD_;
     /* relative to a virtual cwd: only Python knows where that is */
-    if (!fd_ok && n > 0 && dirfd == AT_FDCWD_ && (*tf(tid) & TF_VCWD) &&
-        !((*tf(tid) & TF_FAITHFUL) && !has_dotdot(rel)))
+    if (!fd_ok && n > 0 && dirfd == AT_FDCWD_ && (*tf(tid) & TF_VCWD) && !((*tf(tid) & TF_FAITHFUL) && !dotdot))
         return -EAGAIN;
     /* "" is ENOENT unless AT_EMPTY_PATH makes it the dirfd itself */
     if (n == 0 && (!fd_ok || pa->emptyflg < 0 || !(args[pa->emptyflg] & AT_EMPTY_PATH_)))
@@ -1378,14 +1381,17 @@ static int needs_python(int tid, int abi, int sc, const uint64_t *args)
 /* registers                                                           */
 /* ------------------------------------------------------------------ */
 
-static int abi_of(const struct um_sci *si)
+/* The ABI of a call from its audit arch and its number (x32: bit 30 set). */
+static int abi_from(uint32_t arch, uint64_t nr)
 {
-    if (si->arch == AUDIT_ARCH_I386)
+    if (arch == AUDIT_ARCH_I386)
         return UM_ABI_I386;
-    if (si->arch == AUDIT_ARCH_X86_64)
-        return (si->entry.nr & X32_BIT) ? UM_ABI_X32 : UM_ABI_X86_64;
+    if (arch == AUDIT_ARCH_X86_64)
+        return (nr & X32_BIT) ? UM_ABI_X32 : UM_ABI_X86_64;
     return -1;
 }
+
+static int abi_of(const struct um_sci *si) { return abi_from(si->arch, si->entry.nr); }
 
 static int get_regs(int tid, struct user_regs_struct *r)
 {
@@ -1746,15 +1752,13 @@ int um_attach(int pid)
     DIR *dir = opendir(task);
     if (!dir)
         return -errno;
-    long opts = PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
-                PTRACE_O_TRACEEXEC | PTRACE_O_TRACESECCOMP | PTRACE_O_EXITKILL;
     int n = 0, err = 0;
     struct dirent *de;
     while ((de = readdir(dir))) {
         int t = atoi(de->d_name);
         if (t <= 0)
             continue;
-        if (ptrace(PTRACE_SEIZE, t, 0, opts)) {
+        if (ptrace(PTRACE_SEIZE, t, 0, TRACE_OPTIONS)) {
             if (!err)
                 err = -errno;
             continue;
@@ -1797,8 +1801,7 @@ static void serve_notification(int may_hand)
     } else if (*tf(tid) & TF_PASS) {
         *tf(tid) &= (tflag_t)~TF_PASS;
     } else {
-        int abi = req.data.arch == AUDIT_ARCH_I386 ? UM_ABI_I386
-                  : (req.data.nr & X32_BIT) ? UM_ABI_X32 : UM_ABI_X86_64;
+        int abi = abi_from(req.data.arch, req.data.nr);
         int sc = lookup_sc(abi, req.data.nr);
         if (sc >= 0 && needs_python(tid, abi, sc, (const uint64_t *)req.data.args)) {
             if (may_hand && (claim[sc] & UM_CLAIM_NOTIFY)) {
@@ -1824,7 +1827,7 @@ static int notif_event(struct um_event *ev)
     memset(ev, 0, sizeof *ev);
     ev->kind = UM_EV_NOTIF;
     ev->tid = (int)n->pid;
-    ev->abi = n->data.arch == AUDIT_ARCH_I386 ? UM_ABI_I386 : (n->data.nr & X32_BIT) ? UM_ABI_X32 : UM_ABI_X86_64;
+    ev->abi = abi_from(n->data.arch, n->data.nr);
     ev->nr = n->data.nr;
     ev->sc = lookup_sc(ev->abi, ev->nr);
     memcpy(ev->args, n->data.args, sizeof ev->args);

@@ -85,6 +85,22 @@ def signed32(value):
     return value - (1 << 32) if value & 0x80000000 else value
 
 
+def proc_status(tid, *keys):
+    """Fields of /proc/TID/status: {key: its words} for each key asked
+    ("Tgid", "Uid", ...), read up to the last of them; a key the file lacks
+    is missing from the answer. OSError if the thread is gone."""
+    want, out = set(keys), {}
+    with open(f"/proc/{tid}/status", "rb") as f:
+        for line in f:
+            key, _, value = line.partition(b":")
+            key = key.decode()
+            if key in want:
+                out[key] = value.split()
+                if len(out) == len(want):
+                    break
+    return out
+
+
 def proc_link(tid, fd=AT_FDCWD):
     """What a thread's fd (or, for AT_FDCWD, its cwd) names, from
     /proc/TID/fd/N or /proc/TID/cwd: bytes (not a path for a pipe or a

@@ -28,6 +28,8 @@ import os
 import socket
 import struct
 
+from umview import core
+
 AF_UNIX = 1
 SOCK_STREAM = 1
 SOCK_CLOEXEC = 0o2000000
@@ -62,12 +64,11 @@ def close():
 
 
 def tgid_of(tid):
-    """The process (thread-group) id of a thread, from /proc/TID/status."""
-    with open(f"/proc/{tid}/status", "rb") as f:
-        for line in f:
-            if line.startswith(b"Tgid:"):
-                return int(line.split()[1])
-    raise OSError(errno.ESRCH, "no such thread")
+    """The process (thread-group) id of a thread."""
+    tgid = core.proc_status(tid, "Tgid").get("Tgid")
+    if not tgid:
+        raise OSError(errno.ESRCH, "no such thread")
+    return int(tgid[0])
 
 
 def _check(result, what):

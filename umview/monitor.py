@@ -110,19 +110,14 @@ class Dispatcher:
     def __init__(self, table):
         self.table = table
         self.engines = []
-        self._epochs = itertools.count(1)
-
-    def tick(self):
-        """The next epoch: one counter for every registration (engines, and
-        modules, whose own operations see the engines older than they are)."""
-        return next(self._epochs)
+        self._epochs = itertools.count(1)  # one counter for every registration
 
     def add(self, engine):
         """Register an engine: it gets the next epoch and becomes the newest,
         below those marked newest."""
         if not isinstance(engine, Engine):
             raise TypeError(f"{engine!r} is not an umview Engine")
-        engine.epoch = self.tick()
+        engine.epoch = next(self._epochs)
         at = len(self.engines)
         # newest is a rank: True (1) stays above plain engines, 2 above those
         while at > 0 and int(self.engines[at - 1].newest) > int(engine.newest):
@@ -133,11 +128,6 @@ class Dispatcher:
     def remove(self, engine):
         self.engines.remove(engine)
         self._refresh_mount_prefixes()
-
-    def older(self, epoch):
-        """The engines registered before epoch, oldest first: what a module
-        registered at epoch sees of the view in its own operations."""
-        return [e for e in self.engines if e.epoch < epoch]
 
     def _refresh_mount_prefixes(self):
         # engines that follow the mounts (the cwd tracker) learn them, oldest first
@@ -382,7 +372,6 @@ class Monitor:
         self.spin = spin
         self.notif = notif
         self._pending = {}
-        self._running = False
         self._trapped = None  # the names the running filter traps (fixed at spawn)
 
     @property
@@ -479,19 +468,27 @@ class Monitor:
             raise OSError(err, os.strerror(err), argv[0])
         return lib.um_first_status()
 
+    _ABIS = ("x86_64", "i386", "x32")  # by UM_ABI_*
+
+    def _call(self, ev):
+        """The Call of a UM_EV_SYSCALL or UM_EV_NOTIF event (ev.sp is 0 for a
+        notification: it has no stack pointer). A view with no syscall table
+        knows the control call alone."""
+        abi, table = self._ABIS[ev.abi], self.table
+        if table is None:
+            from umview.servicecontrol import CONTROL
+
+            return Call(ev.tid, abi, ev.sc, CONTROL, ev.nr, list(ev.args), ev.ip, ev.sp)
+        name = table.names[ev.sc]
+        return Call(ev.tid, abi, ev.sc, name, ev.nr, list(ev.args), ev.ip, ev.sp, table.path_pairs(abi, name))
+
     def _loop(self):
         ev = ffi.new("struct um_event *")
         ev.kind = lib.UM_EV_DONE
-        from umview.servicecontrol import CONTROL
-        abis = ("x86_64", "i386", "x32")
         while True:
             kind = lib.um_next(ev)
             if kind == lib.UM_EV_SYSCALL:
-                table = self.table
-                name = table.names[ev.sc] if table else CONTROL
-                abi = abis[ev.abi]
-                call = Call(ev.tid, abi, ev.sc, name, ev.nr, list(ev.args), ev.ip, ev.sp,
-                            table.path_pairs(abi, name) if table else ())
+                call = self._call(ev)
                 reply, rval, exits = self.dispatcher.enter(call)
                 ev.reply = reply
                 rewritten = tuple(call.args) != call.orig_args
@@ -510,8 +507,7 @@ class Monitor:
             elif kind == lib.UM_EV_NOTIF:
                 # a claimed call waiting as a seccomp notification: CONTINUE,
                 # SKIP (answered by the C core), or REDIRECT to a ptrace stop
-                call = Call(ev.tid, abis[ev.abi], ev.sc, self.table.names[ev.sc], ev.nr, list(ev.args), ev.ip, 0,
-                            self.table.path_pairs(abis[ev.abi], self.table.names[ev.sc]))
+                call = self._call(ev)
                 call.notified = True
                 ev.reply, ev.rval, _ = self.dispatcher.enter(call)
             elif kind == lib.UM_EV_SYSCALL_EXIT:

@@ -23,18 +23,11 @@ def _log():
 
 
 def _creds(pid):
-    """uids, gids, CAP_SYS_PTRACE and tracer of a process, from /proc/PID/status."""
-    out = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("Uid", "Gid"):
-                out[key.lower()] = [int(x) for x in value.split()]
-            elif key == "CapEff":
-                out["cap_ptrace"] = bool(int(value, 16) >> 19 & 1)  # CAP_SYS_PTRACE
-            elif key == "TracerPid":
-                out["tracer"] = int(value)
-    return out
+    """uids, gids, CAP_SYS_PTRACE and tracer of a process."""
+    st = core.proc_status(pid, "Uid", "Gid", "CapEff", "TracerPid")
+    return {"uid": [int(x) for x in st["Uid"]], "gid": [int(x) for x in st["Gid"]],
+            "cap_ptrace": bool(int(st["CapEff"][0], 16) >> 19 & 1),  # CAP_SYS_PTRACE
+            "tracer": int(st["TracerPid"][0])}
 
 
 def _ancestors(pid):

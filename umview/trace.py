@@ -24,6 +24,7 @@ import errno as _errno
 import os
 import signal as _signal
 
+from umview import core
 from umview.engine import CONTINUE_AFTER, Engine
 
 #: strace's -s default: longer strings and buffers are cut, with "..."
@@ -121,9 +122,10 @@ def bits(value, table, zero="0"):
     return "|".join(names) if names else zero
 
 
-def _signed(value, width=64):
-    value &= (1 << width) - 1
-    return value - (1 << width) if value >> (width - 1) else value
+def _signed(value):
+    """A 64-bit register as a signed number (a result, an offset)."""
+    value &= (1 << 64) - 1
+    return value - (1 << 64) if value >> 63 else value
 
 
 def _addr(value):
@@ -148,7 +150,7 @@ def _open_flags(value):
 def _signal_name(value):
     from ptrace.signames import signalName
 
-    return "0" if value == 0 else signalName(_signed(value, 32))
+    return "0" if value == 0 else signalName(core.signed32(value))
 
 
 def format_result(name, value):
@@ -227,10 +229,10 @@ class Formatter:
         if kind == "str":
             return self._string(call, v, STRING_LIMIT)
         if kind == "dirfd":
-            v = _signed(v, 32)
+            v = core.signed32(v)
             return "AT_FDCWD" if v == _AT_FDCWD else str(v)
         if kind == "fd":
-            return str(_signed(v, 32))
+            return str(core.signed32(v))
         if kind == "atflags":
             return bits(v & 0xFFFFFFFF, _AT_FLAGS)
         if kind == "oflags":
@@ -253,7 +255,7 @@ class Formatter:
             if i == 3:
                 return bits(v & 0xFFFFFFFF, _MMAP_FLAGS)
             if i == 4:
-                return str(_signed(v, 32))
+                return str(core.signed32(v))
             return str(v)
         if name in ("mprotect", "pkey_mprotect") and i == 2:
             return _prot(v)
@@ -277,7 +279,7 @@ class Formatter:
             if i == first + 1:
                 return self._envp(call, v)
         if name in ("exit", "exit_group") and i == 0:
-            return str(_signed(v, 32))
+            return str(core.signed32(v))
         if pname and name in self.arg_dict and pname in self.arg_dict[name]:
             known = self.arg_dict[name][pname].get(v)
             if known is not None:
@@ -285,7 +287,7 @@ class Formatter:
         if kind == "ptr" or ptype.endswith("*"):
             return _addr(v)
         if ptype in ("int", "pid_t", "uid_t", "gid_t", "clockid_t", "key_t", "timer_t"):
-            return str(_signed(v, 32))
+            return str(core.signed32(v))
         if ptype.startswith("unsigned") or ptype in ("size_t", "u32", "umode_t", "mode_t"):
             return str(v & (0xFFFFFFFF if ptype in ("unsigned int", "u32", "umode_t", "mode_t") else (1 << 64) - 1))
         return str(_signed(v))
@@ -327,8 +329,6 @@ def _prot(v):
 
 
 def _read_string(call, addr):
-    from umview import core
-
     return core.read_string(call.tid, addr, 4096)
 
 
