@@ -200,6 +200,7 @@ class Dispatcher:
     notif = False
 
     def load_into_core(self):
+        """Mirror the engines' claims into the C core; the claims (name -> bits)."""
         modes, prefixes = self.claims()
         plain_root = prefixes.get(b"/") == lib.UM_PREFIX_PLAIN
         core.check(lib.um_filter_clear())
@@ -230,6 +231,7 @@ class Dispatcher:
         lib.um_set_symlink_check(int(any(e.walks_symlinks or e.layered_prefixes for e in self.engines)))
         lib.um_set_fd_check(int(any(e.fd_check for e in self.engines)))
         lib.um_set_families(self.families())
+        return modes
 
     # --- the pipeline ---
     def enter(self, call):
@@ -383,48 +385,39 @@ class Monitor:
         """Register an engine while the view runs (a mount): new epoch, tables
         reloaded. Calls the running filter does not trap are added by a
         filter stacked on every process of the view (um_filter_inject)."""
-        missing = self.uncovered([engine])
         self.dispatcher.add(engine)
-        if self._trapped is not None:  # running; else run() loads the tables
-            self.dispatcher.load_into_core()
-            self._update_hooks()
-            if missing:
-                n = lib.um_filter_inject()
-                core.check(n)
-                self._trapped |= missing
-                _log().info("engine %s: a filter for %d more calls stacked on %d threads",
-                            engine.name, len(missing), n)
+        if self._trapped is None:  # not running: run() loads the tables
+            return
+        modes = self._load()
+        self._update_hooks()
+        missing = {n for n in modes if n not in self._trapped
+                   and any(n in abi.numbers for abi in self.table.arch.ABIS)}
+        if missing:
+            n = lib.um_filter_inject()
+            core.check(n)
+            self._trapped |= missing
+            _log().info("engine %s: a filter for %d more calls stacked on %d threads",
+                        engine.name, len(missing), n)
 
     def attach(self, pid):
         """Trace a process started outside the view (um_attach): it gets the
         view's filter at its first stop."""
-        self._ensure_table()
+        self._load()
         core.check(lib.um_attach(pid))
 
     def remove_engine(self, engine):
         self.dispatcher.remove(engine)
         if self._trapped is not None:
-            self.dispatcher.load_into_core()
+            self._load()
             self._update_hooks()
 
-    def uncovered(self, engines):
-        """The calls these engines would claim that the running filter does not
-        trap (add_engine stacks a filter for them, docs/services.md)."""
-        if self._trapped is None:
-            return set()
-        self._ensure_table()
-        probe = Dispatcher(self.table)
-        probe.engines = list(self.dispatcher.engines) + list(engines)  # claims only: no add()
-        modes, _ = probe.claims()
-        return {n for n, m in modes.items() if m and n not in self._trapped and n in self.table.index
-                and any(n in abi.numbers for abi in self.table.arch.ABIS)}
-
-    def _ensure_table(self):
+    def _load(self):
+        """Load the tables into the C core while the view runs (a view started
+        with no engine gets its syscall tables now); the claims."""
         if self.table is None:
             self.table = self.dispatcher.table = SyscallTable()
-            if self._trapped is not None:
-                self.table.load_into_core()
-                self.dispatcher.load_into_core()
+            self.table.load_into_core()
+        return self.dispatcher.load_into_core()
 
     def _update_hooks(self):
         engines = self.dispatcher.engines
@@ -453,8 +446,7 @@ class Monitor:
             self._trapped = set()
         else:
             self.table.load_into_core()
-            self.dispatcher.load_into_core()
-            self._trapped = set(self.dispatcher.claims()[0])
+            self._trapped = set(self.dispatcher.load_into_core())
         lib.um_set_spin(self.spin)
         self._update_hooks()
         keep = [ffi.new("char[]", os.fsencode(a)) for a in argv]
