@@ -10,7 +10,7 @@ path ever lies under that prefix, so the C core resumes the call itself
     umview --engine bench/null_path_engine.py:NullPathEngine -- find /usr
 """
 from umview import CONTINUE, Engine
-from umview.monitor import PATH_SYSCALLS
+from umview.syscalls import PATH_SYSCALLS
 
 NEVER_USED_PREFIX = "/nonexistent-umview-bench"
 

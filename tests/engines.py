@@ -77,7 +77,7 @@ class LayerRecorder(Engine):
 
     def __init__(self):
         from umview import core
-        from umview.monitor import PATH_SYSCALLS
+        from umview.syscalls import PATH_SYSCALLS
 
         env = os.environb
         self.path_syscalls = PATH_SYSCALLS

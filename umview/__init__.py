@@ -1,6 +1,6 @@
 """umview: a partial virtual machine monitor for Linux processes.
 
-The public engine API (see docs/writing-an-engine.md):
+The public engine API (see docs/engines.md):
 
     from umview import Engine, Monitor, CONTINUE, CONTINUE_AFTER, Skip
 """
@@ -10,9 +10,14 @@ __all__ = ["CONTINUE", "CONTINUE_AFTER", "Call", "Engine", "Monitor", "Skip", "P
 
 
 def __getattr__(name):
-    # the monitor loads the C core: import it only when asked for
-    if name in ("Monitor", "PATH_SYSCALLS"):
-        from umview import monitor
+    # the monitor loads the C core, the syscall table costs milliseconds:
+    # import them only when asked for
+    if name == "Monitor":
+        from umview.monitor import Monitor
 
-        return getattr(monitor, name)
+        return Monitor
+    if name == "PATH_SYSCALLS":
+        from umview.syscalls import PATH_SYSCALLS
+
+        return PATH_SYSCALLS
     raise AttributeError(name)

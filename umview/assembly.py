@@ -7,6 +7,13 @@ module that fails to import is an error the user sees, never skipped.
 import importlib
 import sys
 
+from umview.control import parse_spec
+from umview.engine import Engine
+
+# The engines of the modules (umview.cwd, umview.service and the syscall table
+# they stand on) are imported inside the functions that load modules: that
+# costs 30-50 ms, which a view with no module never pays.
+
 BUILTIN = {
     "unreal": "umview.modules.unreal:Unreal",
     "viewfs": "umview.modules.viewfs:Viewfs",
@@ -42,7 +49,7 @@ def load_modules(specs, present=(), cwd=None):
     the directory relative paths in options are relative to (umview's own
     if None)."""
     from umview.cwd import CwdTracker
-    from umview.service import RedirectMount, parse_spec
+    from umview.service import RedirectMount
 
     modules, engines = [], []
     for spec in specs:
@@ -70,40 +77,32 @@ def load_service(spec, present, cwd=None):
     return modules[0], engines
 
 
-class Reserve:
+class Reserve(Engine):
     """``umview --services``: an engine that claims, from the start, what the
-    engines of every known module may claim, and wants no call. The filter is
-    fixed when the first process runs (stacking a filter on each running
-    process is not done), so this is what lets um_add_service load modules
-    later; the price is a trap on every path call (docs/services.md)."""
+    engines of every known module may claim, and wants no call. A service
+    added later then finds its calls trapped already, instead of stacking a
+    filter on every running process; the price is a trap on every path call
+    (docs/services.md)."""
 
-    def __new__(cls):
-        from umview.cwd import CwdTracker
-        from umview.engine import Engine
+    name = "reserve"
+    description = "the calls modules loaded at run time may claim (--services)"
+    mounts_later = True
+    _CLAIMS = ("syscalls", "path_syscalls", "fd_syscalls", "vcwd_syscalls", "families", "unix_addr_syscalls")
 
-        class _Reserve(Engine):
-            name = "reserve"
-            description = "the calls modules loaded at run time may claim (--services)"
-            mounts_later = True
+    def __init__(self):
+        from umview.cwd import CwdTracker  # lazy, as in load_modules
 
-            def wants(self, call):
-                return False
-
-        r = _Reserve()
-        sets = {"syscalls": set(), "path_syscalls": set(), "fd_syscalls": set(), "vcwd_syscalls": set(),
-                "families": set(), "unix_addr_syscalls": set()}
         engines = [CwdTracker()]
         for name in sorted(set(BUILTIN) | set(_entry_points())):
             try:
                 engines += module_class(name)({}).engines()
             except Exception:  # noqa: BLE001 - a module that needs options claims as it will
                 continue
-        for e in engines:
-            for k, v in sets.items():
-                v.update(getattr(e, k))
-        for k, v in sets.items():
-            setattr(r, k, frozenset(v))
-        return r
+        for claim in self._CLAIMS:
+            setattr(self, claim, frozenset(x for e in engines for x in getattr(e, claim)))
+
+    def wants(self, call):
+        return False
 
 
 def attach(modules, monitor):

@@ -2,6 +2,7 @@
 import argparse
 import errno
 import importlib
+import importlib.util
 import os
 import sys
 
@@ -99,8 +100,6 @@ def load_engine(spec):
         raise ValueError(f"--engine {spec!r}: expected FILE.py:CLASS or MODULE:CLASS")
     where, _, cls_name = spec.rpartition(":")
     if where.endswith(".py") or os.sep in where:
-        import importlib.util
-
         if not os.path.exists(where):
             raise ValueError(f"--engine {spec!r}: no such file {where!r}")
         name = "umview_engine_" + os.path.splitext(os.path.basename(where))[0]
@@ -113,7 +112,12 @@ def load_engine(spec):
         cls = getattr(module, cls_name)
     except AttributeError:
         raise ValueError(f"--engine {spec!r}: {where} has no {cls_name!r}") from None
-    return cls()
+    from umview.engine import Engine
+
+    engine = cls()
+    if not isinstance(engine, Engine):
+        raise ValueError(f"--engine {spec!r}: {cls_name} is not an engine (a subclass of umview.Engine)")
+    return engine
 
 
 def rc_files(args):
@@ -171,7 +175,7 @@ def main(argv=None):
         return 1
     try:
         from umview.assembly import Reserve, attach, close, load_service
-        from umview.service import parse_spec
+        from umview.control import parse_spec
         from umview.servicecontrol import ServiceControl
 
         control = ServiceControl(loader=load_service, view_name=args.viewname)
@@ -196,7 +200,7 @@ def main(argv=None):
             print("umview: --trace-calls and --trace-kernel need --trace FILE", file=sys.stderr)
             return 2
     if args.trace:
-        from umview.trace import TraceEngine, expand_classes, open_trace
+        from umview.modules.trace import TraceEngine, expand_classes, open_trace
 
         try:
             calls = expand_classes(args.trace_calls.split(",")) if args.trace_calls else None

@@ -13,6 +13,8 @@ import errno
 import os
 
 NR_CONTROL = 0x564F53  # "VOS"; = UM_NR_CONTROL of core.h (a unit test checks)
+#: the neutral name the monitor gives the control call
+CONTROL = "umview_control"
 
 # operation codes (argument 0)
 ADD_SERVICE = 1    # (spec, flags, errbuf, errlen): flags PERMANENT
@@ -145,3 +147,16 @@ def view_info():
     """(server id, view id, view name): the monitor's pid, the view's number in it, its name."""
     server, view, name = _read(VIEW_INFO).decode(errors="replace").split("\n")[:3]
     return int(server), int(view), name
+
+
+def parse_spec(spec):
+    """'viewfs,cow,except=/a:/b' -> ('viewfs', {'cow': True, 'except': '/a:/b'})."""
+    name, _, rest = spec.partition(",")
+    name = name.strip()
+    if not name:
+        raise ValueError(f"-p {spec!r}: no module name")
+    options = {}
+    for item in filter(None, (x.strip() for x in rest.split(","))):
+        key, eq, value = item.partition("=")
+        options[key] = value if eq else True
+    return name, options

@@ -79,6 +79,25 @@ def inject(tid, abi_id, nr, args):
 AT_FDCWD = -100
 
 
+def kernel_abis():
+    """The ABIs this kernel runs: x86_64 and i386 always (a 32-bit program
+    could not have started otherwise), x32 only where it was built with
+    CONFIG_X86_X32_ABI, which most distributions leave out (its calls then
+    fail with ENOSYS). Asked once, with an x32 getpid."""
+    global _KERNEL_ABIS
+    if _KERNEL_ABIS is None:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        x32 = libc.syscall(ctypes.c_long(39 | 0x40000000)) == os.getpid()
+        _KERNEL_ABIS = frozenset({"x86_64", "i386"} | ({"x32"} if x32 else set()))
+    return _KERNEL_ABIS
+
+
+_KERNEL_ABIS = None
+
+
 def signed32(value):
     """A 32-bit argument (an fd, a dirfd) as the signed int the kernel reads."""
     value &= 0xFFFFFFFF

@@ -36,8 +36,9 @@ import os
 
 from umview import core
 from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip, under_any
-from umview.pathwalk import follows_last, walk
+from umview.pathwalk import walk
 from umview.service import realize
+from umview.syscalls import PATH_SYSCALLS, follows_last, nofollow_rule
 
 AT_FDCWD = core.AT_FDCWD
 _signed = core.signed32
@@ -63,11 +64,7 @@ class CwdTracker(Engine):
     walks_symlinks = True
 
     def __init__(self):
-        from umview.arch import signatures
-        from umview.monitor import PATH_SYSCALLS
-
         self.path_syscalls = PATH_SYSCALLS
-        self.nofollow_rule = signatures.nofollow_rule
         self.prefixes = ()
         self.targets = ()
         self.mounts = ()    # mount engines, oldest first
@@ -198,9 +195,9 @@ class CwdTracker(Engine):
             if vcwd is None:
                 return CONTINUE
             data = vcwd + b"\0"
-            if call.args[1] < len(data):
+            if call.size < len(data):
                 return Skip.errno(errno.ERANGE)
-            call.write_mem(call.args[0], data)
+            call.write_mem(call.raw("buf"), data)
             return Skip(len(data))
         if vcwd is not None:
             self._absolutize(call, vcwd)
@@ -217,8 +214,9 @@ class CwdTracker(Engine):
         if call.name == "chdir" or call.name in OPENS:
             # the path as named here, and made absolute: at exit, a different
             # string in the argument means a mount redirected it
-            call.named = call.read_string(call.path_indices[0])
-            call.virtual = self._virtual_path(call, 0)
+            st = call.state(self)
+            st.named = call.read_string(call.path_indices[0])
+            st.virtual = self._virtual_path(call, 0)
             return CONTINUE_AFTER
         return CONTINUE
 
@@ -227,9 +225,9 @@ class CwdTracker(Engine):
             return
         g = self._tgid(call.tid)
         if call.name == "chdir":
-            self._set_vcwd(call.tid, call.virtual if self._redirected(call) else None)
+            self._set_vcwd(call.tid, call.state(self).virtual if self._redirected(call) else None)
         elif call.name == "fchdir":
-            fd = _signed(call.args[0])
+            fd = call.fd
             entry = self.fd_paths.get((g, fd))
             real = self._fd_target(call.tid, fd)
             if entry is not None and real != entry[1]:
@@ -244,11 +242,11 @@ class CwdTracker(Engine):
         elif call.name in OPENS and self._redirected(call):
             real = self._fd_target(call.tid, call.retval)
             if real is not None and len(self.fd_paths) < MAX_FD_PATHS:
-                self.fd_paths[(g, call.retval)] = (call.virtual, real)
+                self.fd_paths[(g, call.retval)] = (call.state(self).virtual, real)
 
     def _interpreter(self, call):
         pidx, aidx = EXECS[call.name]
-        if call.abi != "x86_64" or (call.name == "execveat" and call.args[4] & AT_EMPTY_PATH):
+        if call.name == "execveat" and call.flags & AT_EMPTY_PATH:
             return
         path = call.paths()[0]
         if path is None:
@@ -272,8 +270,9 @@ class CwdTracker(Engine):
         # script as the process named it, then the process's argv[1:]
         argv = []
         addr = call.args[aidx]
+        word = 8 if call.abi == "x86_64" else 4  # i386 and x32 pointers are 32 bits
         while addr and len(argv) < 8192:
-            ptr = int.from_bytes(call.read_mem(addr + 8 * len(argv), 8), "little")
+            ptr = int.from_bytes(call.read_mem(addr + word * len(argv), word), "little")
             if not ptr:
                 break
             argv.append(ptr)
@@ -288,8 +287,8 @@ class CwdTracker(Engine):
             call.write_mem(where, s + b"\0")
             ptrs.append(where)
         table = ptrs + argv[1:] + [0]
-        where = call.alloc(8 * len(table))
-        call.write_mem(where, b"".join(p.to_bytes(8, "little") for p in table))
+        where = call.alloc(word * len(table))
+        call.write_mem(where, b"".join(p.to_bytes(word, "little") for p in table))
         call.args[aidx] = where
         call.set_string(pidx, resolved)
 
@@ -336,7 +335,7 @@ class CwdTracker(Engine):
                 full = base + b"/" + path
             else:
                 full = path
-            follow = follows_last(self.nofollow_rule(call.name, index), call.args)
+            follow = follows_last(nofollow_rule(call.name, index), call.args)
             resolved, crossed = walk(full, self.realize, follow)
             # no mount on the way: the kernel resolves the original path the same way
             if crossed and resolved != path:
@@ -350,13 +349,13 @@ class CwdTracker(Engine):
         paths = call.paths()
         return paths[slot] if paths else None
 
-    @staticmethod
-    def _redirected(call):
+    def _redirected(self, call):
         """Did an older engine rewrite the path the kernel received?"""
-        if call.virtual is None:
+        st = call.state(self)
+        if st.virtual is None:
             return False
         try:
-            return call.read_string(call.path_indices[0]) != call.named
+            return call.read_string(call.path_indices[0]) != st.named
         except OSError:
             return False
 

@@ -117,6 +117,11 @@ class Engine:
     walks_symlinks = False
     #: when it was registered (Dispatcher.add): one counter for the view
     epoch = 0
+    #: the ABIs whose calls this engine can serve. A call of another ABI that
+    #: it claims is refused with ENOSYS, never let through: an engine that
+    #: reads arguments by name (``call.flags``) serves them all; one that
+    #: reads raw registers or structures of one layout says so here
+    abis = frozenset({"x86_64", "i386", "x32"})
 
     def enter(self, call):
         return CONTINUE
@@ -173,6 +178,18 @@ _O_CLOEXEC = 0o2000000
 _SCRATCH_LIMIT = 64 * 1024
 
 
+class _State:
+    """An engine's attributes for one call (Call.state)."""
+
+
+def _arch():
+    # deliberately lazy: the ABI tables cost milliseconds to import, and a
+    # view with no engine never needs them
+    from umview import arch
+
+    return arch
+
+
 class Call:
     """One system call of one thread, handed down the engine pipeline.
 
@@ -190,7 +207,7 @@ class Call:
     #: ``complete_with_fd`` gives it an fd in one step
     notified = False
 
-    def __init__(self, tid, abi, sc, name, nr, args, ip, sp, path_args=()):
+    def __init__(self, tid, abi, sc, name, nr, args, ip, sp, spec=None):
         self.tid = tid
         self.abi = abi  # "x86_64", "i386" or "x32"
         self.abi_id = _ABI_IDS[abi]
@@ -206,19 +223,100 @@ class Call:
         self.execed = False
         #: the name of the engine that skipped the call (virtualized it), or None
         self.skipped_by = None
+        #: what umview knows of this call on this ABI (umview.syscalls.Spec):
+        #: its arguments by name, its path slots, its nofollow rules
+        self.spec = spec
+        slots = spec.path_slots if spec is not None else ()
         # per path slot: the argument index of the path, and of its dirfd (None: cwd)
-        self.path_indices = tuple(p for p, _ in path_args)
-        self.dirfd_indices = tuple(d for _, d in path_args)
+        self.path_indices = tuple(p for p, _ in slots)
+        self.dirfd_indices = tuple(d for _, d in slots)
         self._paths = None
+        self._strings = {}  # argument index -> (address, string): each read once
+        self._state = None
         self._scratch = sp - _RED_ZONE
 
     def __repr__(self):
         return f"<Call {self.name} tid={self.tid} args={[hex(a) for a in self.args]}>"
 
+    # --- arguments by name ---
+    def __getattr__(self, name):
+        # only for names that are not attributes: the call's arguments by the
+        # names of umview.syscalls.table (call.flags, call.mode, call.path)
+        spec = self.__dict__.get("spec")
+        if spec is not None and (name in spec.by_name or name in spec.pairs):
+            return self.arg(name)
+        raise AttributeError(f"{self.name} has no argument {name!r}" if spec is not None else name)
+
+    def arg(self, name):
+        """Argument ``name`` decoded as the kernel reads it on this call's ABI:
+        a path or string argument as bytes (None for NULL), an fd or dirfd as a
+        signed int (AT_FDCWD is -100), any other as an unsigned number of the
+        width the kernel reads (32 bits for flags, modes, ids, and for every
+        argument of an i386 call); a 64-bit value an i386 call splits over two
+        registers (``NAME_lo``, ``NAME_hi``) joined."""
+        spec = self.spec
+        a = spec.by_name.get(name)
+        if a is None:
+            lo, hi = spec.pairs[name]
+            return (self.args[lo] & 0xFFFFFFFF) | (self.args[hi] & 0xFFFFFFFF) << 32
+        if a.kind in ("path", "str"):
+            return self.read_string(a.index) if a.decode(self.args[a.index]) else None
+        return a.decode(self.args[a.index])
+
+    def index_of(self, name):
+        """The register index of argument ``name``."""
+        return self.spec.by_name[name].index
+
+    def raw(self, name):
+        """Argument ``name`` as it is in its register (a pointer, undecoded)."""
+        return self.args[self.spec.by_name[name].index]
+
+    def set_arg(self, name, value):
+        """Rewrite argument ``name``: bytes or str for a path or string
+        argument (copied into scratch memory), else a number."""
+        a = self.spec.by_name[name]
+        if isinstance(value, (bytes, str)):
+            self.set_string(a.index, value)
+        else:
+            self.args[a.index] = value & 0xFFFFFFFFFFFFFFFF
+            self._paths = None
+
+    def set_syscall(self, name, args):
+        """Make this call the call ``name`` (a neutral name) of the same ABI
+        with raw ``args``; OSError(ENOSYS) where this ABI has no such call."""
+        nr = _arch().abi_by_name(self.abi).numbers.get(name)
+        if nr is None:
+            raise OSError(_errno.ENOSYS, f"no system call {name} on {self.abi}")
+        self.nr = nr
+        self.args[:] = [a & 0xFFFFFFFFFFFFFFFF for a in args] + [0] * (6 - len(args))
+        self._paths = None
+
+    # --- per-call state of engines ---
+    def state(self, engine):
+        """A namespace of ``engine``'s own for this call, from ``enter`` to
+        ``exit`` (attributes it sets there are its own: two engines, or two
+        mounts of one module, never meet). A class as the key gives a
+        namespace its instances share."""
+        if self._state is None:
+            self._state = {}
+        st = self._state.get(engine)
+        if st is None:
+            st = self._state[engine] = _State()
+        return st
+
     # --- memory ---
     def read_string(self, index, limit=4096):
-        """The NUL-terminated string argument ``index`` (bytes)."""
-        return core.read_string(self.tid, self.args[index], limit)
+        """The NUL-terminated string argument ``index`` (bytes); read once per
+        call (again only if an engine points the argument elsewhere)."""
+        addr = self.args[index]
+        if self.abi == "i386":
+            addr &= 0xFFFFFFFF
+        hit = self._strings.get(index)
+        if hit is not None and hit[0] == addr and hit[2] >= limit:
+            return hit[1]
+        value = core.read_string(self.tid, addr, limit)
+        self._strings[index] = (addr, value, limit)
+        return value
 
     def read_mem(self, addr, size):
         return core.read_mem(self.tid, addr, size)
@@ -247,6 +345,7 @@ class Call:
         addr = self.alloc(len(data))
         self.write_mem(addr, data)
         self.args[index] = addr
+        self._strings[index] = (addr, value, 4096)
         self._paths = None
 
     # --- injection ---
@@ -257,10 +356,8 @@ class Call:
         sees it. Pointers in ``args`` usually come from ``alloc``. The call
         being handled is unchanged: whatever ``enter`` returns applies to it.
         OSError(ESRCH) if the thread died meanwhile."""
-        from umview import arch
-
         self._need_stop("inject")
-        nr = arch.abi_by_name(self.abi).numbers.get(name)
+        nr = _arch().abi_by_name(self.abi).numbers.get(name)
         if nr is None:
             raise OSError(_errno.ENOSYS, f"no system call {name} on {self.abi}")
         return core.inject(self.tid, self.abi_id, nr, args)
@@ -289,9 +386,9 @@ class Call:
         """The call's path arguments resolved to absolute, lexically normalized
         paths (bytes), one per path slot; None where it cannot be resolved."""
         if self._paths is None:
-            self._paths = [self.path(slot) for slot in range(len(self.path_indices))]
+            self._paths = [self.resolved(slot) for slot in range(len(self.path_indices))]
         return self._paths
 
-    def path(self, slot=0):
+    def resolved(self, slot=0):
         """Path argument ``slot`` resolved (see ``paths``), or None."""
         return core.resolve_path(self.tid, self.abi_id, self.sc, slot, self.args)

@@ -10,87 +10,27 @@ import itertools
 import os
 import sys
 
-from umview import core
+from umview import control, core
 from umview.core import ffi, lib
 from umview.engine import CONTINUE, CONTINUE_AFTER, Call, Engine, Skip
-
-# The syscall tables (umview.arch) and logging are imported only when an
-# engine is loaded: with none, umview's start-up is what it adds to a command.
+from umview.servicecontrol import ServiceControl
 
 ABI_IDS = {"x86_64": lib.UM_ABI_X86_64, "i386": lib.UM_ABI_I386, "x32": lib.UM_ABI_X32}
+
+
+def _syscall_table():
+    # deliberately lazy: the syscall tables (umview.syscalls, umview.arch) cost
+    # 30-50 ms to import, paid only when an engine is loaded; with none,
+    # umview's start-up is what it adds to a command
+    from umview.syscalls.core_tables import SyscallTable
+
+    return SyscallTable()
 
 
 def _log():
     import logging
 
     return logging.getLogger("umview")
-
-
-def __getattr__(name):
-    if name == "PATH_SYSCALLS":
-        #: every path-carrying call, for engines that claim paths
-        from umview.arch import signatures
-
-        return frozenset(signatures.PATH_ARGS)
-    raise AttributeError(name)
-
-
-class SyscallTable:
-    """Neutral names <-> indices, numbers per ABI, mirrored into the C core."""
-
-    def __init__(self):
-        from umview import arch
-        from umview.arch import signatures
-
-        self.arch = arch
-        self.sig = signatures
-        from umview.servicecontrol import CONTROL
-
-        # the pseudo-syscall of the control channel last (core.h, UM_NR_CONTROL)
-        self.names = list(arch.NAMES) + [CONTROL]
-        self.index = {n: i for i, n in enumerate(self.names)}
-        self.abis = {abi.name: abi for abi in arch.ABIS}
-        # neutral name -> names that trap with it on other ABIs
-        self.variants = {}
-        for table in (signatures.I386_VARIANTS, signatures.X32_VARIANTS):
-            for name, others in table.items():
-                self.variants.setdefault(name, set()).update(others)
-
-    def path_args(self, abi_name):
-        return self.sig.I386_PATH_ARGS if abi_name == "i386" else self.sig.PATH_ARGS
-
-    def load_into_core(self):
-        core.check(lib.um_table_reset(len(self.names)))
-        core.check(lib.um_set_control_sc(len(self.names) - 1))
-        for abi in self.arch.ABIS:
-            abi_id = ABI_IDS[abi.name]
-            for nr, name in abi.syscalls.items():
-                core.check(lib.um_map_nr(abi_id, nr, self.index[name]))
-            offs = ffi.new("int[6]", [ffi.offsetof("struct user_regs_struct", r) for r in abi.arg_regs])
-            core.check(lib.um_set_regmap(
-                abi_id,
-                ffi.offsetof("struct user_regs_struct", abi.nr_reg),
-                ffi.offsetof("struct user_regs_struct", abi.ret_reg),
-                offs,
-            ))
-            for name, slots in self.path_args(abi.name).items():
-                if name not in abi.numbers:
-                    continue
-                for slot, (path_idx, dirfd_idx) in enumerate(slots):
-                    empty = self.sig.EMPTY_PATH_FLAGS.get(name, -1) if slot == 0 else -1
-                    core.check(lib.um_set_path_arg(
-                        abi_id, self.index[name], slot, path_idx,
-                        -1 if dirfd_idx is None else dirfd_idx, empty))
-        # the same argument positions on every ABI (open, openat, openat2)
-        kinds = {"always": lib.UM_WRITE_ALWAYS, "oflags": lib.UM_WRITE_OFLAGS, "open_how": lib.UM_WRITE_OPENHOW,
-                 "access": lib.UM_WRITE_ACCESS}
-        for name, rule in self.sig.WRITES.items():
-            if name in self.index:
-                core.check(lib.um_set_write(self.index[name], kinds[rule[0]], rule[1] if len(rule) > 1 else -1))
-
-    def path_pairs(self, abi_name, name):
-        """(path index, dirfd index or None) of each path argument, in slot order."""
-        return self.path_args(abi_name).get(name, ())
 
 
 class _Pending:
@@ -109,6 +49,7 @@ class Dispatcher:
 
     def __init__(self, table):
         self.table = table
+        self.kernel_abis = core.kernel_abis()
         self.engines = []
         self._epochs = itertools.count(1)  # one counter for every registration
 
@@ -152,7 +93,7 @@ class Dispatcher:
             if e.prefixes or e.layered_prefixes or e.mounts_later:
                 for name in e.path_syscalls:
                     self._check_name(e, name)
-                    if name not in self.table.sig.PATH_ARGS:
+                    if name not in self.table.path_calls:
                         raise ValueError(f"engine {e.name}: {name} has no path argument")
                     modes[name] = modes.get(name, 0) | lib.UM_CLAIM_PATH
             for name in e.vcwd_syscalls:
@@ -243,7 +184,13 @@ class Dispatcher:
         for engine in reversed(self.engines):
             if not engine.wants(call):
                 continue
-            action = _run_engine(engine, "enter", call)
+            if call.abi not in engine.abis or call.abi not in self.kernel_abis:
+                # claimed, but of an ABI the engine cannot decode (refused,
+                # never let through), or that the kernel lacks (ENOSYS, as
+                # natively: an engine must not serve what the kernel refuses)
+                action = Skip(-errno.ENOSYS)
+            else:
+                action = _run_engine(engine, "enter", call)
             if call.notified and not isinstance(action, Skip) and (
                     action is CONTINUE_AFTER or call.nr != call.orig_nr or tuple(call.args) != call.orig_args):
                 return lib.UM_REPLY_REDIRECT, 0, []
@@ -360,11 +307,9 @@ class Monitor:
         means when the kernel supports them with same-CPU wake-ups (6.6+).
         control: the ServiceControl engine answering the control channel
         (umview.servicecontrol); a default one (no module loader) if None."""
-        from umview.servicecontrol import ServiceControl
-
         # no engine, no syscall tables (their import is most of umview's
         # start-up): the control call alone is mapped (run)
-        self.table = SyscallTable() if engines else None
+        self.table = _syscall_table() if engines else None
         self.dispatcher = Dispatcher(self.table)
         self.control = control if control is not None else ServiceControl()
         self.control.monitor = self
@@ -415,7 +360,7 @@ class Monitor:
         """Load the tables into the C core while the view runs (a view started
         with no engine gets its syscall tables now); the claims."""
         if self.table is None:
-            self.table = self.dispatcher.table = SyscallTable()
+            self.table = self.dispatcher.table = _syscall_table()
             self.table.load_into_core()
         return self.dispatcher.load_into_core()
 
@@ -468,11 +413,9 @@ class Monitor:
         knows the control call alone."""
         abi, table = self._ABIS[ev.abi], self.table
         if table is None:
-            from umview.servicecontrol import CONTROL
-
-            return Call(ev.tid, abi, ev.sc, CONTROL, ev.nr, list(ev.args), ev.ip, ev.sp)
+            return Call(ev.tid, abi, ev.sc, control.CONTROL, ev.nr, list(ev.args), ev.ip, ev.sp)
         name = table.names[ev.sc]
-        return Call(ev.tid, abi, ev.sc, name, ev.nr, list(ev.args), ev.ip, ev.sp, table.path_pairs(abi, name))
+        return Call(ev.tid, abi, ev.sc, name, ev.nr, list(ev.args), ev.ip, ev.sp, table.spec(name, abi))
 
     def _loop(self):
         ev = ffi.new("struct um_event *")

@@ -82,22 +82,3 @@ def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink):
     if trailing_slash and result != b"/":
         result += b"/"
     return result, crossed
-
-
-def follows_last(rule, args):
-    """Does a call with this NOFOLLOW rule (umview.arch.signatures) follow a
-    symlink in the last component, given its arguments?"""
-    if rule is None:
-        return True
-    kind = rule[0]
-    if kind == "always":
-        return False
-    if kind == "if_set":
-        return not args[rule[1]] & rule[2]
-    if kind == "unless_set":
-        return bool(args[rule[1]] & rule[2])
-    if kind == "oflags":
-        flags = args[rule[1]]
-        o_creat, o_excl, o_nofollow = 0o100, 0o200, 0o400000
-        return not (flags & o_nofollow or (flags & o_creat and flags & o_excl))
-    return True  # open_how: read by the caller; follow unless it says otherwise

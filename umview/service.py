@@ -16,6 +16,7 @@ import os
 import struct
 
 from umview.engine import CONTINUE, Engine
+from umview.syscalls import PATH_SYSCALLS
 
 AF_UNIX = 1
 SUN_PATH_MAX = 108  # sizeof(sockaddr_un.sun_path)
@@ -87,8 +88,6 @@ class RedirectMount(Engine):
     """
 
     def __init__(self, target, real_path, name="mount", path_syscalls=None, exceptions=()):
-        from umview.monitor import PATH_SYSCALLS
-
         target = target.encode() if isinstance(target, str) else target
         if not target.startswith(b"/"):
             raise ValueError(f"mount point {target!r} is not an absolute path")
@@ -176,7 +175,7 @@ class RedirectMount(Engine):
 
     @staticmethod
     def _sockaddr(call):
-        addr, length = call.args[1], call.args[2]
+        addr, length = call.raw("addr"), call.addrlen
         if not addr or length <= 2 or length > 2 + SUN_PATH_MAX:
             return None
         data = call.read_mem(addr, length)
@@ -212,7 +211,8 @@ class RedirectMount(Engine):
         addr = struct.pack("H", AF_UNIX) + real + b"\0"
         where = call.alloc(len(addr))
         call.write_mem(where, addr)
-        call.args[1], call.args[2] = where, len(addr)
+        call.set_arg("addr", where)
+        call.set_arg("addrlen", len(addr))
 
 
 def realize(mounts, path):
@@ -223,16 +223,3 @@ def realize(mounts, path):
         if rel is not None:
             path = m.real_path(rel)
     return path
-
-
-def parse_spec(spec):
-    """'viewfs,cow,except=/a:/b' -> ('viewfs', {'cow': True, 'except': '/a:/b'})."""
-    name, _, rest = spec.partition(",")
-    name = name.strip()
-    if not name:
-        raise ValueError(f"-p {spec!r}: no module name")
-    options = {}
-    for item in filter(None, (x.strip() for x in rest.split(","))):
-        key, eq, value = item.partition("=")
-        options[key] = value if eq else True
-    return name, options

@@ -13,8 +13,7 @@ import os
 from umview import control, core
 from umview.engine import Engine, Skip
 
-#: the neutral name the C core gives the control call (core.h, UM_NR_CONTROL)
-CONTROL = "umview_control"
+CONTROL = control.CONTROL
 
 def _log():
     import logging
@@ -80,12 +79,10 @@ class ServiceControl(Engine):
         self.services.append(Service(name, module, engines, permanent))
 
     def add_service(self, spec, permanent=False, cwd=None):
-        from umview.service import parse_spec
-
         if self.loader is None:
             raise ServiceError(errno.ENOSYS, "this view cannot load modules")
         try:
-            name, _ = parse_spec(spec)
+            name, _ = control.parse_spec(spec)
             module, engines = self.loader(spec, tuple(self.monitor.dispatcher.engines), cwd)
         except (ValueError, ImportError) as exc:
             raise ServiceError(errno.EINVAL, str(exc)) from None

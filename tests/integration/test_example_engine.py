@@ -39,3 +39,18 @@ def test_open_path_rewritten_and_restored(tmp_path):
     r = lying("cat alias; cat alias", tmp_path, LYING_TARGET=str(tmp_path / "target"))
     assert r.stdout == b"the target\nthe target\n"
     assert r.returncode == 0
+
+
+def test_engine_given_as_module_and_class_is_loaded_by_import(tmp_path):
+    # MODULE:CLASS (not a file): imported from sys.path; the engine lies about getpid
+    (tmp_path / "lying_mod.py").write_text(open(ENGINE[1].rpartition(":")[0]).read())
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), LYING_PID="4242",
+               LYING_PROTECT=str(tmp_path / "protected"), LYING_ALIAS=str(tmp_path / "alias"))
+    r = run(umview_argv("--engine", "lying_mod:LyingEngine", "--", "bash", "-c", "echo $$"), env=env)
+    assert (r.stdout, r.returncode) == (b"4242\n", 0), r.stderr
+
+
+def test_engine_that_is_not_an_engine_class_is_refused_with_a_message():
+    r = run(umview_argv("--engine", "json:JSONDecoder", "--", "true"))
+    assert r.returncode == 2
+    assert b"JSONDecoder is not an engine" in r.stderr and b"Traceback" not in r.stderr

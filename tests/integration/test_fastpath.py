@@ -6,7 +6,7 @@ from conftest import run, umview_argv
 
 ENGINE_SRC = '''
 from umview import Engine
-from umview.monitor import PATH_SYSCALLS
+from umview.syscalls import PATH_SYSCALLS
 
 class NullPath(Engine):
     name = "nullpath"

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""arch/: generated tables, argument kinds and ABI selection (no ptrace needed)."""
+"""arch/: generated tables and ABI selection (no ptrace needed)."""
 
 import importlib
 import importlib.util
@@ -23,7 +23,6 @@ except ImportError:  # not installed from here: load this tree's arch/ as a pack
     arch = importlib.util.module_from_spec(_spec)
     sys.modules[_spec.name] = arch
     _spec.loader.exec_module(arch)
-sig = importlib.import_module(arch.__name__ + ".signatures")
 
 HEADERS = [f"/usr/include/x86_64-linux-gnu/asm/unistd_{s}.h" for s in ("64", "32", "x32")]
 X32_BIT = 0x40000000
@@ -73,60 +72,3 @@ def test_abi_by_audit():
     assert arch.abi_by_audit(0xC000003E, 2**64 - 1) is arch.X86_64  # -1 as __u64
     assert arch.abi_by_audit(0x40000003, 5) is arch.I386
     assert arch.abi_by_audit(0xC00000B7, 56) is None  # aarch64: not modelled
-
-
-def test_every_name_has_a_signature():
-    assert sorted(set(arch.NAMES) - set(sig.SIGNATURES)) == []
-    kinds = {"path", "dirfd", "fd", "atflags", "oflags", "str", "ptr", "int"}
-    for table in (sig.SIGNATURES, sig.I386_SIGNATURES):
-        for name, args in table.items():
-            assert set(args) <= kinds and len(args) <= 6, name
-
-
-@pytest.mark.parametrize("abi", ["x86_64", "i386"])
-def test_path_and_fd_indexes_match_kinds(abi):
-    path_args = sig.I386_PATH_ARGS if abi == "i386" else sig.PATH_ARGS
-    fd_args = sig.I386_FD_ARGS if abi == "i386" else sig.FD_ARGS
-    for name, pairs in path_args.items():
-        kinds = sig.signature(name, abi)
-        for p, d in pairs:
-            assert kinds[p] == "path", name
-            assert d is None or kinds[d] == "dirfd", name
-        dirfds = [i for i, k in enumerate(kinds) if k == "dirfd"]
-        assert sorted(d for _, d in pairs if d is not None) == dirfds, name
-    for name, idx in fd_args.items():
-        assert all(sig.signature(name, abi)[i] in ("fd", "dirfd") for i in idx), name
-
-
-def test_hand_checked_path_args():
-    expect = {
-        "renameat": ((1, 0), (3, 2)), "linkat": ((1, 0), (3, 2)), "symlinkat": ((2, 1),),
-        "open": ((0, None),), "mount": ((1, None),), "umount2": ((0, None),),
-        "execveat": ((1, 0),), "fanotify_mark": ((4, 3),), "move_mount": ((1, 0), (3, 2)),
-        "symlink": ((1, None),), "quotactl": ((1, None),), "inotify_add_watch": ((1, None),),
-    }
-    for name, pairs in expect.items():
-        assert sig.PATH_ARGS[name] == pairs, name
-    assert sig.I386_PATH_ARGS["fanotify_mark"] == ((5, 4),)
-    assert sig.FD_ARGS["openat"] == (0,) and sig.FD_ARGS["move_mount"] == (0, 2)
-
-
-def test_nofollow_rules_name_path_calls():
-    for name, rule in sig.NOFOLLOW.items():
-        assert name in sig.PATH_ARGS, name
-        if len(rule) > 1:
-            assert rule[1] < len(sig.SIGNATURES[name]), name
-    assert sig.nofollow_rule("linkat", 1) == ("unless_set", 4, sig.AT_SYMLINK_FOLLOW)
-    assert sig.nofollow_rule("linkat", 3) == sig.ALWAYS
-    assert sig.nofollow_rule("stat", 0) is None
-
-
-def test_every_abi_only_name_is_covered():
-    x86_names = set(arch.X86_64.numbers)
-    for abi, variants, only in (("i386", sig.I386_VARIANTS, sig.I386_ONLY),
-                                ("x32", sig.X32_VARIANTS, sig.X32_ONLY)):
-        names = set(arch.abi_by_name(abi).numbers)
-        covered = {n for v in variants.values() for n in v} | set(only)
-        assert sorted(names - x86_names - covered) == [], abi
-        assert set(variants) <= x86_names, abi
-        assert covered <= names, abi

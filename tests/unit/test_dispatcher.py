@@ -5,7 +5,9 @@ import logging
 import pytest
 
 from umview.engine import CONTINUE, CONTINUE_AFTER, Call, Engine, Skip, under_any
-from umview.monitor import Dispatcher, SyscallTable
+from umview.monitor import Dispatcher
+from umview.syscalls import spec
+from umview.syscalls.core_tables import SyscallTable
 
 
 class Recorder(Engine):
@@ -31,7 +33,7 @@ def table():
 
 
 def make_call(table, name="getpid"):
-    return Call(1, "x86_64", table.index[name], name, 39, [0] * 6, 0, 0x7000_0000)
+    return Call(1, "x86_64", table.index[name], name, 39, [0] * 6, 0, 0x7000_0000, spec(name))
 
 
 def test_entry_walks_newest_first_and_exit_oldest_first(table):

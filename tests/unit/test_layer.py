@@ -4,7 +4,7 @@ import errno
 import pytest
 
 from umview import core
-from umview.arch import signatures
+from umview.syscalls import table as signatures
 from umview.core import lib
 
 

@@ -1,7 +1,7 @@
-"""Listing directories of layered mounts (umview.layers.Listings), without ptrace."""
+"""Listing directories of layered mounts (umview.modules.viewfs.layers.Listings), without ptrace."""
 import os
 
-from umview.layers import Layers, Listings
+from umview.modules.viewfs.layers import Layers, Listings
 
 
 def test_old_listing_directories_go_once_unused_but_not_while_held(tmp_path):

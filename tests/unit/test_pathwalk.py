@@ -5,7 +5,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from umview.pathwalk import follows_last, walk
+from umview.pathwalk import walk
+from umview.syscalls import follows_last
 
 DIR, FILE, LINK = stat.S_IFDIR | 0o755, stat.S_IFREG | 0o644, stat.S_IFLNK | 0o777
 

@@ -41,8 +41,8 @@ import tempfile
 
 from umview import core
 from umview.engine import CONTINUE, CONTINUE_AFTER, Skip
-from umview.pathwalk import follows_last
 from umview.service import SUN_PATH_MAX, RedirectMount
+from umview.syscalls import follows_last, nofollow_rule
 
 log = logging.getLogger("umview")
 
@@ -478,21 +478,16 @@ NULL_NAMES_FD = frozenset({"utimensat", "utimensat_time64", "futimesat"})
 O_PATH = 0o10000000
 AT_SYMLINK_NOFOLLOW = 0x100
 FD_CHANGES = {
-    "fchmod": ("fchmodat", lambda a, p: [AT_FDCWD & 0xFFFFFFFFFFFFFFFF, p, a[1], 0, 0, 0]),
-    "fchown": ("fchownat", lambda a, p: [AT_FDCWD & 0xFFFFFFFFFFFFFFFF, p, a[1], a[2], AT_SYMLINK_NOFOLLOW, 0]),
-    "fsetxattr": ("lsetxattr", lambda a, p: [p, a[1], a[2], a[3], a[4], 0]),
-    "fremovexattr": ("lremovexattr", lambda a, p: [p, a[1], 0, 0, 0, 0]),
+    "fchmod": ("fchmodat", lambda c, p: [AT_FDCWD, p, c.mode]),
+    "fchown": ("fchownat", lambda c, p: [AT_FDCWD, p, c.uid, c.gid, AT_SYMLINK_NOFOLLOW]),
+    "fchown32": ("fchownat", lambda c, p: [AT_FDCWD, p, c.uid, c.gid, AT_SYMLINK_NOFOLLOW]),
+    "fsetxattr": ("lsetxattr", lambda c, p: [p, c.raw("attr"), c.raw("value"), c.size, c.flags]),
+    "fremovexattr": ("lremovexattr", lambda c, p: [p, c.raw("attr")]),
 }
 ACCESS = frozenset({"access", "faccessat", "faccessat2"})
 W_OK = 2
 # calls that act on a directory of the view, which a listing directory stands for
 DIR_FD_CALLS = frozenset({"chdir"}) | OPENS
-
-
-def _number(name):
-    from umview.arch import X86_64
-
-    return X86_64.numbers[name]
 
 
 _signed = core.signed32
@@ -546,8 +541,6 @@ class LayeredMount(RedirectMount):
         self.syscalls = self.syscalls | frozenset(FD_CHANGES)
         # the listings' inode numbers are the placeholders': fixed at exit
         self.fd_syscalls = LISTING_CALLS
-        from umview.arch import signatures
-        self.nofollow_rule = signatures.nofollow_rule
 
     # --- the C core's layer set ---
     def _vpath(self, rel):
@@ -635,7 +628,7 @@ class LayeredMount(RedirectMount):
         if found is None:
             return self.relative(path)
         link, rest = found
-        if not rest and not follows_last(self.nofollow_rule(call.name, call.path_indices[slot]), call.args):
+        if not rest and not follows_last(nofollow_rule(call.name, call.path_indices[slot]), call.args):
             return None  # the link itself (lstat): the kernel's
         rel = self.listings.relative(link)
         if rel is not None:
@@ -696,13 +689,12 @@ class LayeredMount(RedirectMount):
         if call.name in FD_CHANGES:
             return self._fd_change(call)
         if call.name in self.fd_syscalls:
-            call.layer_listing = self._listing_fd(call)
+            call.state(self).listing = self._listing_fd(call)
             return CONTINUE_AFTER
         vpath = self._listing_readlink(call)
         if vpath is not None:
-            buf, size = call.args[1:3] if call.name == "readlink" else call.args[2:4]
-            data = vpath[:size]
-            call.write_mem(buf, data)
+            data = vpath[:call.size]
+            call.write_mem(call.raw("buf"), data)
             return Skip(len(data))
         slots = []
         paths = self._paths(call)
@@ -726,8 +718,8 @@ class LayeredMount(RedirectMount):
                 if s[3]:
                     self._set(call, s[1], self.layers.probe(s[2]).real, s[3])
             return CONTINUE
-        call.layer_undo = []
-        call.layer_refresh = []
+        st = call.state(self)
+        st.undo, st.refresh, st.after = [], [], []
         if name in OPENS:
             return self._open(call, slots[0])
         if name in UNLINK:
@@ -752,17 +744,18 @@ class LayeredMount(RedirectMount):
                 self._fix_inodes(call)
             return
         ok = call.retval is not None and call.retval >= 0
+        st = call.state(self)
         if not ok:
-            for undo in reversed(getattr(call, "layer_undo", ())):
+            for undo in reversed(getattr(st, "undo", ())):
                 try:
                     undo()
                 except OSError:
                     log.warning("viewfs: could not undo a change after %s failed", call.name)
-        for rel in getattr(call, "layer_refresh", ()):
+        for rel in getattr(st, "refresh", ()):
             self.listings.forget(_parent(rel)[0])
             self._rescan(rel)
         if ok:
-            for after in getattr(call, "layer_after", ()):
+            for after in getattr(st, "after", ()):
                 after()
 
     # --- helpers ---
@@ -858,8 +851,7 @@ class LayeredMount(RedirectMount):
         copy's, which the user owns with the same mode, not the lower
         file's (a read-only file system, another owner)."""
         slot, index, rel, raw = s
-        i_mode = 1 if call.name == "access" else 2
-        mode = call.args[i_mode]
+        mode = call.mode
         node = self.layers.probe(rel)
         st = node.st
         if not mode & W_OK or node.upper is not None or st is None or stat.S_ISLNK(st.st_mode) \
@@ -869,7 +861,7 @@ class LayeredMount(RedirectMount):
         if not (self.layers.root or stat.S_ISDIR(st.st_mode) or st.st_mode & stat.S_IWUSR):
             raise OSError(errno.EACCES, os.strerror(errno.EACCES))
         self._read(call, s)
-        call.args[i_mode] = mode & ~W_OK  # the rest (R_OK, X_OK, F_OK) is the kernel's
+        call.set_arg("mode", mode & ~W_OK)  # the rest (R_OK, X_OK, F_OK) is the kernel's
         return CONTINUE
 
     def _prepare_new(self, call, s, in_place=True):
@@ -878,6 +870,7 @@ class LayeredMount(RedirectMount):
         of the name, or raises the errno of a name that cannot be made.
         in_place=False: the name must be made in the upper layer."""
         slot, index, rel, raw = s
+        st = call.state(self)
         node = self.layers.probe(rel)
         if node.exists:
             raise OSError(errno.EEXIST, os.strerror(errno.EEXIST))
@@ -893,14 +886,13 @@ class LayeredMount(RedirectMount):
         if in_place and self.layers.mode == "mincow" and pnode.lower is not None and not node.hidden \
                 and os.access(self.layers.low(parent), os.W_OK | os.X_OK):
             self._set(call, index, self.layers.low(rel), raw)
-            call.layer_refresh.append(rel)
+            st.refresh.append(rel)
             return node
         self.layers.ensure_dir(parent)
         if self.layers.unwhiteout(rel):
-            call.layer_undo.append(lambda: self.layers.whiteout(rel))
-            call.layer_after = getattr(call, "layer_after", [])
-            call.layer_after.append(lambda: self._after_made(rel))
-        call.layer_refresh.append(rel)
+            st.undo.append(lambda: self.layers.whiteout(rel))
+            st.after.append(lambda: self._after_made(rel))
+        st.refresh.append(rel)
         self._set(call, index, self.layers.up(rel) + (b"/" if raw.endswith(b"/") else b""), raw)
         return node
 
@@ -917,11 +909,11 @@ class LayeredMount(RedirectMount):
     def _open(self, call, s):
         slot, index, rel, raw = s
         if call.name == "openat2":
-            flags = struct.unpack("Q", call.read_mem(call.args[2], 8))[0]
+            flags = struct.unpack("Q", call.read_mem(call.raw("how"), 8))[0]
         elif call.name == "creat":
             flags = O_CREAT | O_WRONLY | O_TRUNC
         else:
-            flags = call.args[1 if call.name == "open" else 2]
+            flags = call.flags
         if raw == b"":
             return CONTINUE
         if not flags & O_WRITES and (flags & O_TMPFILE) != O_TMPFILE:
@@ -953,7 +945,7 @@ class LayeredMount(RedirectMount):
 
     def _unlink(self, call, s):
         slot, index, rel, raw = s
-        rmdir = call.name == "rmdir" or (call.name == "unlinkat" and call.args[2] & AT_REMOVEDIR)
+        rmdir = call.name == "rmdir" or (call.name == "unlinkat" and call.flags & AT_REMOVEDIR)
         node = self.layers.probe(rel)
         if not node.exists or not rel:
             self._set(call, index, node.real, raw)
@@ -969,14 +961,14 @@ class LayeredMount(RedirectMount):
         lower = os.path.lexists(self.layers.low(rel))
         if not lower:
             self._set(call, index, node.real, raw)  # upper only: the kernel removes it
-            call.layer_refresh.append(rel)
+            call.state(self).refresh.append(rel)
             return CONTINUE_AFTER
         if node.upper is None and self._writable_lower(self.layers.low(_parent(rel)[0])):
             self._set(call, index, node.real, raw)  # in place (mincow, merge)
             return CONTINUE
         if self.layers.mode == "merge" and node.upper is not None:
             self._set(call, index, node.real, raw)
-            call.layer_refresh.append(rel)
+            call.state(self).refresh.append(rel)
             return CONTINUE_AFTER
         if rmdir and not self.layers.empty(node):
             raise OSError(errno.ENOTEMPTY, os.strerror(errno.ENOTEMPTY))
@@ -990,7 +982,8 @@ class LayeredMount(RedirectMount):
             raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
         (_, i_old, r_old, raw_old), new = slots[0], slots[1]
         _, i_new, r_new, raw_new = new
-        flags = call.args[4] if call.name == "renameat2" else 0
+        flags = call.flags if call.name == "renameat2" else 0
+        st = call.state(self)
         old = self.layers.probe(r_old)
         if not old.exists:
             self._set(call, i_old, old.real, raw_old)
@@ -1003,7 +996,7 @@ class LayeredMount(RedirectMount):
             # may change: the kernel renames there (a directory too)
             self._set(call, i_old, old.real, raw_old)
             self._set(call, i_new, self.layers.low(r_new), raw_new)
-            call.layer_refresh += [r_old, r_new]
+            st.refresh += [r_old, r_new]
             return CONTINUE_AFTER
         if flags & RENAME_NOREPLACE and target.exists:
             raise OSError(errno.EEXIST, os.strerror(errno.EEXIST))
@@ -1029,7 +1022,7 @@ class LayeredMount(RedirectMount):
                     self.layers.copy_up(n)
             self._set(call, i_old, self.layers.up(r_old), raw_old)
             self._set(call, i_new, self.layers.up(r_new), raw_new)
-            call.layer_refresh += [r_old, r_new]
+            st.refresh += [r_old, r_new]
             return CONTINUE_AFTER
         if old.upper is None:
             self.layers.copy_up(old)
@@ -1038,20 +1031,19 @@ class LayeredMount(RedirectMount):
             self._set(call, i_new, target.real, raw_new)
             return CONTINUE
         self.layers.ensure_dir(parent)
-        call.layer_after = []
         if target.is_dir and os.path.lexists(self.layers.low(r_new)):
             # replacing a directory of the lower layer (empty in the view):
             # the upper one may hold whiteouts only; the new one hides the lower
             self.layers.remove_upper(r_new)
-            call.layer_after.append(lambda: self.layers.make_opaque(r_new))
+            st.after.append(lambda: self.layers.make_opaque(r_new))
         if self.layers.unwhiteout(r_new):
-            call.layer_undo.append(lambda: self.layers.whiteout(r_new))
+            st.undo.append(lambda: self.layers.whiteout(r_new))
         # the old name was seen in the lower layer too: hide it once moved
         if os.path.lexists(self.layers.low(r_old)):
-            call.layer_after.append(lambda: self.layers.whiteout(r_old))
+            st.after.append(lambda: self.layers.whiteout(r_old))
         self._set(call, i_old, self.layers.up(r_old), raw_old)
         self._set(call, i_new, self.layers.up(r_new), raw_new)
-        call.layer_refresh += [r_old, r_new]
+        st.refresh += [r_old, r_new]
         return CONTINUE_AFTER
 
     def _rename_in_place(self, old, target):
@@ -1085,7 +1077,7 @@ class LayeredMount(RedirectMount):
                     and pnode.lower is not None and self._writable_lower(self.layers.low(pnode.rel)):
                 self._set(call, i_old, old.real, raw_old)
                 self._set(call, new[1], self.layers.low(r_new), new[3])
-                call.layer_refresh.append(r_new)
+                call.state(self).refresh.append(r_new)
                 return CONTINUE_AFTER
             self.layers.copy_up(old)
         self._set(call, i_old, self.layers.up(r_old), raw_old)
@@ -1094,7 +1086,7 @@ class LayeredMount(RedirectMount):
 
     @staticmethod
     def _fd_path(call):
-        fd = _signed(call.args[0])
+        fd = call.fd
         return core.proc_link(call.tid, fd) if fd >= 0 else None
 
     def _listing_fd(self, call):
@@ -1113,12 +1105,12 @@ class LayeredMount(RedirectMount):
     def _fix_inodes(self, call):
         """getdents64 on a listing directory: the placeholders' inode numbers
         become those of the files they stand for (as stat(2) in the view)."""
-        path = call.layer_listing
+        path = call.state(self).listing
         inodes = self.listings.inodes_of(path)
         rel = self.listings.relative(path)
         if inodes is None or rel is None:
             return
-        buf = bytearray(call.read_mem(call.args[1], call.retval))
+        buf = bytearray(call.read_mem(call.raw("dirp"), call.retval))
         off = 0
         while off + 19 <= len(buf):
             reclen = struct.unpack_from("H", buf, off + 16)[0]
@@ -1134,13 +1126,13 @@ class LayeredMount(RedirectMount):
             if ino:
                 struct.pack_into("Q", buf, off, ino)
             off += reclen
-        call.write_mem(call.args[1], bytes(buf))
+        call.write_mem(call.raw("dirp"), bytes(buf))
 
     def _fd_change(self, call):
         """fchmod, fchown, fsetxattr, fremovexattr on an fd of a lower file
         (or of a listing directory): made on the file of the view by path."""
-        fd = _signed(call.args[0])
-        if call.abi != "x86_64" or fd < 0:
+        fd = call.fd
+        if fd < 0:
             return CONTINUE
         path = core.proc_link(call.tid, fd)
         if path is None:
@@ -1167,8 +1159,9 @@ class LayeredMount(RedirectMount):
         real = self.layers.up(rel)
         where = call.alloc(len(real) + 1)
         call.write_mem(where, real + b"\0")
-        call.nr = _number(name)
-        call.args[:] = args(call.args, where)
+        # the same call by path, as this call's ABI numbers it (ENOSYS where
+        # it has none: the call fails, the lower file stays as it is)
+        call.set_syscall(name, args(call, where))
         return CONTINUE
 
     # --- AF_UNIX sockets ---
@@ -1184,7 +1177,7 @@ class LayeredMount(RedirectMount):
                 self.layers.ensure_dir(parent)
                 self.layers.unwhiteout(rel)
                 real = self.layers.up(rel)
-                call.layer_refresh = [rel]
+                call.state(self).refresh = [rel]
             else:
                 real = node.real
         else:

@@ -9,10 +9,10 @@
     umview -p vnet,current CMD          the host's network (for stacking)
     ...,family=inet:inet6               only these families (default: all but unix)
 
-The module claims socket(2) whole (sockets are made rarely, so trapping it
-costs little) and looks at the family: one it does not claim goes on to older
-engines and the kernel; null refuses it; a namespace mode asks its namespace
-server (umview/nsserver.py, a process in that namespace) for the socket and
+The module claims socket(2) by family: the C core reads the family and hands
+Python only the calls of the families it claims (the others go on to older
+engines and the kernel without entering Python); null refuses them; a namespace mode asks its namespace
+server (nsserver.py beside this file, a process in that namespace) for the socket and
 puts it into the caller at the number socket() would have returned: where
 socket() is trapped by a seccomp user notification, with one ioctl
 (Call.complete_with_fd, SECCOMP_IOCTL_NOTIF_ADDFD); otherwise by calls
@@ -27,7 +27,9 @@ import os
 
 from umview import core, fdpass
 from umview.engine import CONTINUE, Engine, Skip
-from umview.service import Module
+from umview.service import Module, RedirectMount
+
+from .nsserver import NamespaceServer
 
 AF_UNIX = 1
 AF_NETLINK = 16
@@ -102,8 +104,6 @@ class Vnet(Module):
     def engines(self):
         engines = [VnetEngine(self)]
         if self.procnet:
-            from umview.service import RedirectMount
-
             # /proc/net is a link to /proc/self/net: the process's own (the
             # host's) network; the namespace server's shows the view's
             engines += [RedirectMount(t, self._proc_net, name=f"vnet {t}") for t in PROC_NET]
@@ -117,8 +117,6 @@ class Vnet(Module):
     def start(self):
         """Enter the network: check and make the named namespace, start the
         server. Errors are ValueErrors with what to do."""
-        from umview.nsserver import NamespaceServer
-
         if self.mode == "current" or (self.mode == "null" and not self.claims(AF_NETLINK) and not self.procnet):
             return  # nothing to make sockets for
         path = os.path.join(NETNS_DIR, self.netns) if self.netns else None
@@ -129,7 +127,7 @@ class Vnet(Module):
             if os.path.exists(path):
                 raise ValueError(f"module vnet: network namespace {self.netns!r} exists already: "
                                  "drop `create` to use it")
-            from pyroute2 import netns as pyroute_netns
+            from pyroute2 import netns as pyroute_netns  # lazy: pyroute2 takes ~100 ms to import
 
             try:
                 pyroute_netns.create(self.netns)
@@ -205,12 +203,13 @@ class VnetEngine(Engine):
         self.families = frozenset(f for f in range(64) if module.claims(f))
 
     def wants(self, call):
-        return (call.name == "socket" and not getattr(call, "vnet_decided", False)
-                and self.module.claims(core.signed32(call.args[0])))
+        # (state shared by every vnet engine: keyed by the class)
+        return (call.name == "socket" and not getattr(call.state(VnetEngine), "decided", False)
+                and self.module.claims(core.signed32(call.domain)))
 
     def enter(self, call):
-        call.vnet_decided = True
+        call.state(VnetEngine).decided = True
         if self.module.mode == "current":
             return CONTINUE
-        return self.module.socket(call, core.signed32(call.args[0]), core.signed32(call.args[1]),
-                                  core.signed32(call.args[2]))
+        return self.module.socket(call, core.signed32(call.domain), core.signed32(call.type),
+                                  core.signed32(call.protocol))

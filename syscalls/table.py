@@ -1,5 +1,13 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""Argument kinds per syscall, keyed by the neutral name used in the ABI tables.
+"""The syscall table: what each system call's arguments are, per neutral name.
+
+The one source of truth for what a call means to umview (data only; the
+derived views are in ``syscalls/__init__.py``): the kind and name of each
+argument, which calls write the file system, which do not follow a symlink in
+their last component, which take AT_EMPTY_PATH, the strace-like trace classes,
+and the i386 and x32 variants of each call. The C core's tables, the engines'
+claim sets, docs/path-syscalls.md and the trace engine's classes are all
+derived from it. Syscall numbers and register maps per ABI live in ``arch/``.
 
 Hand-written data. A first draft came from python-ptrace's prototypes; every call that
 carries a path or an fd was then checked against its man page and the kernel's
@@ -828,3 +836,132 @@ EMPTY_PATH_FLAGS: dict[str, int] = {
     "utimensat": 3, "faccessat2": 3, "mount_setattr": 2, "open_tree_attr": 2,
     "getxattrat": 2, "setxattrat": 2, "listxattrat": 2, "removexattrat": 2,
 }
+
+
+# --- argument names ---------------------------------------------------------------------
+# Engines read arguments by name (``call.mode``, ``call.flags``), whatever the ABI. A
+# call not listed names its arguments after their kinds: path, dirfd, fd, flags (oflags
+# and atflags), string (str), ptr, and argN for a plain int; a kind seen twice gets a
+# 2 on the second (path, path2). I386_ARG_NAMES follows I386_SIGNATURES: a 64-bit value
+# split over two registers is NAME_lo and NAME_hi, and ``call.NAME`` joins them.
+_STAT = ("path", "statbuf")
+_CHOWN = ("path", "uid", "gid")
+_XATTR_SET = ("path", "attr", "value", "size", "flags")
+_XATTR_GET = ("path", "attr", "value", "size")
+ARG_NAMES: dict[str, tuple[str, ...]] = {
+    "open": ("path", "flags", "mode"),
+    "openat": ("dirfd", "path", "flags", "mode"),
+    "openat2": ("dirfd", "path", "how", "size"),
+    "creat": ("path", "mode"),
+    "open_by_handle_at": ("mount_fd", "handle", "flags"),
+    "name_to_handle_at": ("dirfd", "path", "handle", "mount_id", "flags"),
+    "mkdir": ("path", "mode"),
+    "mkdirat": ("dirfd", "path", "mode"),
+    "mknod": ("path", "mode", "dev"),
+    "mknodat": ("dirfd", "path", "mode", "dev"),
+    "stat": _STAT, "lstat": _STAT, "oldstat": _STAT, "oldlstat": _STAT, "stat64": _STAT,
+    "lstat64": _STAT,
+    "newfstatat": ("dirfd", "path", "statbuf", "flags"),
+    "fstatat64": ("dirfd", "path", "statbuf", "flags"),
+    "statx": ("dirfd", "path", "flags", "mask", "statxbuf"),
+    "statfs": ("path", "buf"),
+    "statfs64": ("path", "size", "buf"),
+    "access": ("path", "mode"),
+    "faccessat": ("dirfd", "path", "mode"),
+    "faccessat2": ("dirfd", "path", "mode", "flags"),
+    "readlink": ("path", "buf", "size"),
+    "readlinkat": ("dirfd", "path", "buf", "size"),
+    "getcwd": ("buf", "size"),
+    "chmod": ("path", "mode"),
+    "fchmodat": ("dirfd", "path", "mode"),
+    "fchmodat2": ("dirfd", "path", "mode", "flags"),
+    "fchmod": ("fd", "mode"),
+    "chown": _CHOWN, "lchown": _CHOWN, "chown32": _CHOWN, "lchown32": _CHOWN,
+    "fchownat": ("dirfd", "path", "uid", "gid", "flags"),
+    "fchown": ("fd", "uid", "gid"),
+    "fchown32": ("fd", "uid", "gid"),
+    "truncate": ("path", "length"),
+    "truncate64": ("path", "length"),
+    "ftruncate": ("fd", "length"),
+    "ftruncate64": ("fd", "length"),
+    "utime": ("path", "times"),
+    "utimes": ("path", "times"),
+    "futimesat": ("dirfd", "path", "times"),
+    "utimensat": ("dirfd", "path", "times", "flags"),
+    "utimensat_time64": ("dirfd", "path", "times", "flags"),
+    "setxattr": _XATTR_SET, "lsetxattr": _XATTR_SET,
+    "fsetxattr": ("fd", "attr", "value", "size", "flags"),
+    "getxattr": _XATTR_GET, "lgetxattr": _XATTR_GET,
+    "fgetxattr": ("fd", "attr", "value", "size"),
+    "removexattr": ("path", "attr"), "lremovexattr": ("path", "attr"),
+    "fremovexattr": ("fd", "attr"),
+    "link": ("oldpath", "newpath"),
+    "linkat": ("olddirfd", "oldpath", "newdirfd", "newpath", "flags"),
+    "unlink": ("path",),
+    "unlinkat": ("dirfd", "path", "flags"),
+    "rmdir": ("path",),
+    "rename": ("oldpath", "newpath"),
+    "renameat": ("olddirfd", "oldpath", "newdirfd", "newpath"),
+    "renameat2": ("olddirfd", "oldpath", "newdirfd", "newpath", "flags"),
+    "symlink": ("target", "linkpath"),
+    "symlinkat": ("target", "newdirfd", "linkpath"),
+    "execve": ("path", "argv", "envp"),
+    "execveat": ("dirfd", "path", "argv", "envp", "flags"),
+    "chdir": ("path",),
+    "fchdir": ("fd",),
+    "chroot": ("path",),
+    "inotify_add_watch": ("fd", "path", "mask"),
+    "fanotify_mark": ("fd", "flags", "mask", "dirfd", "path"),
+    "mount": ("source", "target", "fstype", "flags", "data"),
+    "umount": ("target",),
+    "umount2": ("target", "flags"),
+    "read": ("fd", "buf", "count"),
+    "write": ("fd", "buf", "count"),
+    "getdents": ("fd", "dirp", "count"),
+    "getdents64": ("fd", "dirp", "count"),
+    "close": ("fd",),
+    "dup": ("fd",),
+    "dup2": ("fd", "newfd"),
+    "dup3": ("fd", "newfd", "flags"),
+    "fcntl": ("fd", "cmd", "cmdarg"),
+    "fcntl64": ("fd", "cmd", "cmdarg"),
+    "ioctl": ("fd", "request", "argp"),
+    "socket": ("domain", "type", "protocol"),
+    "socketpair": ("domain", "type", "protocol", "sv"),
+    "bind": ("fd", "addr", "addrlen"),
+    "connect": ("fd", "addr", "addrlen"),
+    "socketcall": ("call", "argp"),
+    "kill": ("pid", "sig"),
+    "ptrace": ("request", "pid", "addr", "data"),
+    "seccomp": ("op", "flags", "uargs"),
+    "unshare": ("flags",),
+    "clone": ("flags", "stack", "parent_tid", "child_tid", "tls"),
+}
+I386_ARG_NAMES: dict[str, tuple[str, ...]] = {
+    "fanotify_mark": ("fd", "flags", "mask_lo", "mask_hi", "dirfd", "path"),
+    "pread64": ("fd", "buf", "count", "pos_lo", "pos_hi"),
+    "pwrite64": ("fd", "buf", "count", "pos_lo", "pos_hi"),
+    "truncate64": ("path", "length_lo", "length_hi"),
+    "ftruncate64": ("fd", "length_lo", "length_hi"),
+}
+# Plain int arguments that the kernel reads as 32-bit C ints (flags, modes, ids): their
+# decoded value is the register's low 32 bits on every ABI, as the kernel sees it.
+INT32_NAMES = frozenset({
+    "mode", "dev", "uid", "gid", "domain", "type", "protocol", "sig", "cmd", "op",
+    "addrlen", "call", "request",
+})
+
+
+# --- trace classes (strace's -e trace=%CLASS) -------------------------------------------
+# %file and %desc are derived from the argument kinds (a path, an fd); the others are
+# listed.
+PROCESS_CALLS = frozenset({
+    "clone", "clone3", "fork", "vfork", "execve", "execveat", "exit", "exit_group", "wait4",
+    "waitpid", "waitid", "kill", "tkill", "tgkill", "pidfd_open", "pidfd_send_signal",
+    "rt_sigqueueinfo", "rt_tgsigqueueinfo", "unshare", "setns",
+})
+NETWORK_CALLS = frozenset({
+    "socket", "socketpair", "bind", "listen", "accept", "accept4", "connect", "getsockname",
+    "getpeername", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg",
+    "shutdown", "setsockopt", "getsockopt", "socketcall",
+})

@@ -8,7 +8,7 @@ One option without ``=`` is the log file (``-`` is umview's stderr; a relative
 path is relative to the directory umview, or the process adding the service,
 runs in). ``calls=NAME:NAME`` or classes (``%file``, ``%process``,
 ``%network``, ``%desc``) restricts the log; ``kernel`` adds the call as the
-kernel finally received it. The engine is the newest of all (umview.trace).
+kernel finally received it. The engine is the newest of all (engine.py beside this file).
 Loaded while the view runs, it logs from that moment, and claims only what it
 logs: with ``calls=`` a view's filter is more likely to trap it already
 (docs/services.md, "Claims beyond the running filter").
@@ -16,6 +16,8 @@ logs: with ``calls=`` a view's filter is more likely to trap it already
 import os
 
 from umview.service import Module
+
+from .engine import TraceEngine, expand_classes, open_trace
 
 
 class Trace(Module):
@@ -25,8 +27,6 @@ class Trace(Module):
 
     def __init__(self, options):
         super().__init__(options)
-        from umview.trace import expand_classes
-
         files = [k for k, v in self.options.items() if v is True and k != "kernel"]
         if "file" in self.options:
             files.append(self.options["file"])
@@ -42,8 +42,6 @@ class Trace(Module):
         self.engine = None
 
     def engines(self):
-        from umview.trace import TraceEngine, open_trace
-
         path = self.path
         if path != "-":
             # an absolute path is one of the view; a relative one is relative

@@ -13,7 +13,7 @@ The mode is given with -o: ``move`` (the default: TARGET shows SOURCE and
 nothing of what was there), ``merge`` (SOURCE over TARGET), ``cow`` (TARGET
 appears writable; changes go to SOURCE, the real TARGET is never written) and
 ``mincow`` (as cow, but what the user may write is changed in place); see
-umview.layers. SOURCE of a layered mode is made if it does not exist.
+layers.py beside this file. SOURCE of a layered mode is made if it does not exist.
 ``-o except=P1:P2`` keeps those subpaths of TARGET real (absolute, or
 relative to TARGET).
 
@@ -27,13 +27,14 @@ import logging
 import os
 
 from umview.engine import CONTINUE, Engine, Skip
-from umview.layers import LISTING_CALLS, LayeredMount
 from umview.service import Module, RedirectMount
+from umview.syscalls import PATH_SYSCALLS
+
+from .layers import LISTING_CALLS, LayeredMount
 
 log = logging.getLogger("umview")
 
 MODES = ("move", "merge", "cow", "mincow")
-IMPLEMENTED = MODES
 
 
 class ViewfsMount(RedirectMount):
@@ -73,8 +74,6 @@ class MountControl(Engine):
     newest = True
 
     def __init__(self, module):
-        from umview.monitor import PATH_SYSCALLS
-
         self.module = module
         self.path_syscalls = PATH_SYSCALLS  # trapped from the start: mounts come later
 
@@ -83,14 +82,14 @@ class MountControl(Engine):
 
     def enter(self, call):
         if call.name == "mount":
-            if not call.args[2]:
+            if not call.raw("fstype"):
                 return CONTINUE
-            fstype = call.read_string(2, 256)
+            fstype = call.read_string(call.index_of("fstype"), 256)
             if fstype.decode(errors="replace") not in self.module.fstypes:
                 return CONTINUE
-            source = call.read_string(0)
+            source = call.source
             target = call.paths()[0]
-            data = call.read_string(4).decode(errors="replace") if call.args[4] else ""
+            data = call.read_string(call.index_of("data")).decode(errors="replace") if call.raw("data") else ""
             self.module.mount(call.tid, source, target, data)
             return Skip(0)
         target = call.paths()[0]
@@ -146,12 +145,6 @@ class Viewfs(Module):
         if mode not in MODES:
             raise (ValueError(f"module viewfs: unknown mode {mode!r}") if at_start
                    else OSError(errno.EINVAL, f"unknown viewfs mode {mode!r}"))
-        if mode not in IMPLEMENTED:
-            msg = f"viewfs mode {mode!r} is not implemented yet (only {', '.join(IMPLEMENTED)})"
-            if at_start:
-                raise ValueError("module " + msg)
-            log.warning("%s: mount refused with EINVAL", msg)
-            raise OSError(errno.EINVAL, msg)
         given, source = source, self.real_path(source)
         if mode != "move" and not os.path.lexists(source):
             try:

@@ -7,8 +7,8 @@ it. One line per call, printed at exit::
 
     1234 openat(AT_FDCWD, "/unreal/etc/hostname", O_RDONLY) = 3 [rewritten]
 
-Argument kinds come from ``arch.signatures`` (which argument is a path, a
-dirfd, an fd, open or AT_ flags); python-ptrace supplies the prototypes'
+Argument kinds come from the syscall table (``call.spec``: which argument
+is a path, a dirfd, an fd, open or AT_ flags); python-ptrace supplies the prototypes'
 argument names and types, its flag tables, signal names and its per-call
 constant names (lseek's whence, rt_sigprocmask's how, ...). Its own
 formatters are not used: they read memory through a PtraceProcess and print
@@ -24,8 +24,9 @@ import errno as _errno
 import os
 import signal as _signal
 
-from umview import core
+from umview import arch, core
 from umview.engine import CONTINUE_AFTER, Engine
+from umview.syscalls import trace_classes
 
 #: strace's -s default: longer strings and buffers are cut, with "..."
 STRING_LIMIT = 32
@@ -33,17 +34,6 @@ STRING_LIMIT = 32
 _POINTER_RESULT = frozenset({"mmap", "mmap2", "brk", "mremap", "shmat"})
 #: calls that do not return when they succeed
 _NO_RETURN = frozenset({"exit", "exit_group"})
-
-_PROCESS = frozenset({
-    "clone", "clone3", "fork", "vfork", "execve", "execveat", "exit", "exit_group", "wait4",
-    "waitpid", "waitid", "kill", "tkill", "tgkill", "pidfd_open", "pidfd_send_signal",
-    "rt_sigqueueinfo", "rt_tgsigqueueinfo", "unshare", "setns",
-})
-_NETWORK = frozenset({
-    "socket", "socketpair", "bind", "listen", "accept", "accept4", "connect", "getsockname",
-    "getpeername", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg",
-    "shutdown", "setsockopt", "getsockopt", "socketcall",
-})
 
 _AT_FLAGS = (
     (0x100, "AT_SYMLINK_NOFOLLOW"), (0x200, "AT_REMOVEDIR"), (0x400, "AT_SYMLINK_FOLLOW"),
@@ -64,14 +54,8 @@ _AT_FDCWD = -100
 def expand_classes(names):
     """Call names and strace-like classes (%file, %process, %network, %desc)
     -> a set of neutral names; ValueError for a name the tables lack."""
-    from umview import arch
-    from umview.arch import signatures
-
     known = set(arch.NAMES)
-    classes = {
-        "%file": set(signatures.PATH_ARGS), "%process": _PROCESS & known,
-        "%network": _NETWORK & known, "%net": _NETWORK & known, "%desc": set(signatures.FD_ARGS),
-    }
+    classes = trace_classes(known)
     out = set()
     for name in names:
         name = name.strip()
@@ -172,14 +156,13 @@ class Formatter:
     memory (``call.read_string`` / ``call.read_mem``): a bad pointer prints as
     its address, never raises."""
 
-    def __init__(self, table_sig, prototypes, arg_dict):
-        self.sig = table_sig
+    def __init__(self, prototypes, arg_dict):
         self.prototypes = prototypes
         self.arg_dict = arg_dict
 
-    def kinds(self, call):
-        sigs = self.sig.I386_SIGNATURES if call.abi == "i386" else {}
-        return sigs.get(call.name) or self.sig.SIGNATURES.get(call.name, ())
+    @staticmethod
+    def kinds(call):
+        return tuple(a.kind for a in call.spec.args) if call.spec is not None else ()
 
     def proto(self, call, i):
         """(type, name) of argument i from python-ptrace's prototype, or ("", "")."""
@@ -362,15 +345,12 @@ class TraceEngine(Engine):
         from ptrace.syscall import SYSCALL_PROTOTYPES
         from ptrace.syscall.linux_constants import SYSCALL_ARG_DICT
 
-        from umview import arch
-        from umview.arch import signatures
-
         self.out = out
         self.shown = frozenset(arch.NAMES if calls is None else calls)
         # execve is always seen: the log starts at the command's first one
         self.syscalls = self.shown | {"execve", "execveat"}
         self.kernel = kernel
-        self.fmt = Formatter(signatures, SYSCALL_PROTOTYPES, SYSCALL_ARG_DICT)
+        self.fmt = Formatter(SYSCALL_PROTOTYPES, SYSCALL_ARG_DICT)
         self._open = {}  # tid -> _Open
         # the monitor's own child runs a few calls (closing its pipe, the
         # PATH search of execvp) before the command starts: like strace,

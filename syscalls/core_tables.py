@@ -1,0 +1,61 @@
+"""The syscall table mirrored into the C core.
+
+The C core decides most trapped calls without Python from tables indexed by a
+neutral syscall index: the number -> index map of each ABI, the register map,
+the path slots (path and dirfd argument indices, the flags argument that may
+carry AT_EMPTY_PATH) and which calls write the file system. All of it comes
+from ``syscalls.table`` and ``arch/`` here, once per view.
+"""
+from umview import arch, control, core
+from umview.core import ffi, lib
+from umview.syscalls import EMPTY_PATH_FLAGS, PATH_SYSCALLS, WRITES, path_args, spec, variants
+
+ABI_IDS = {"x86_64": lib.UM_ABI_X86_64, "i386": lib.UM_ABI_I386, "x32": lib.UM_ABI_X32}
+
+_WRITE_KINDS = {"always": lib.UM_WRITE_ALWAYS, "oflags": lib.UM_WRITE_OFLAGS,
+                "open_how": lib.UM_WRITE_OPENHOW, "access": lib.UM_WRITE_ACCESS}
+
+
+class SyscallTable:
+    """Neutral names <-> indices, numbers per ABI, mirrored into the C core."""
+
+    def __init__(self):
+        self.arch = arch
+        # the pseudo-syscall of the control channel last (core.h, UM_NR_CONTROL)
+        self.names = list(arch.NAMES) + [control.CONTROL]
+        self.index = {n: i for i, n in enumerate(self.names)}
+        self.abis = {abi.name: abi for abi in arch.ABIS}
+        #: neutral name -> names that trap with it on other ABIs
+        self.variants = variants()
+        self.path_calls = PATH_SYSCALLS
+
+    def spec(self, name, abi):
+        return spec(name, abi)
+
+    def load_into_core(self):
+        core.check(lib.um_table_reset(len(self.names)))
+        core.check(lib.um_set_control_sc(len(self.names) - 1))
+        for abi in arch.ABIS:
+            abi_id = ABI_IDS[abi.name]
+            for nr, name in abi.syscalls.items():
+                core.check(lib.um_map_nr(abi_id, nr, self.index[name]))
+            offs = ffi.new("int[6]", [ffi.offsetof("struct user_regs_struct", r) for r in abi.arg_regs])
+            core.check(lib.um_set_regmap(
+                abi_id,
+                ffi.offsetof("struct user_regs_struct", abi.nr_reg),
+                ffi.offsetof("struct user_regs_struct", abi.ret_reg),
+                offs,
+            ))
+            for name, slots in path_args(abi.name).items():
+                if name not in abi.numbers:
+                    continue
+                for slot, (path_idx, dirfd_idx) in enumerate(slots):
+                    empty = EMPTY_PATH_FLAGS.get(name, -1) if slot == 0 else -1
+                    core.check(lib.um_set_path_arg(
+                        abi_id, self.index[name], slot, path_idx,
+                        -1 if dirfd_idx is None else dirfd_idx, empty))
+        # the same argument positions on every ABI (open, openat, openat2)
+        for name, rule in WRITES.items():
+            if name in self.index:
+                core.check(lib.um_set_write(self.index[name], _WRITE_KINDS[rule[0]],
+                                            rule[1] if len(rule) > 1 else -1))

@@ -1,0 +1,140 @@
+/* File system calls through another ABI than the process's own, with no libc.
+ *
+ *   abicalls OP:ARG[:ARG] ...     one call per argument, "OP = RESULT" per line
+ *
+ * Built two ways (tests/integration/test_abis.py):
+ *   gcc -m32 -nostdlib -static ...         a real i386 process (int $0x80)
+ *   gcc -DX32 -nostdlib -static ...        a 64-bit process making x32 calls
+ *                                          (syscall with __X32_SYSCALL_BIT)
+ * Output and exit go through the process's own ABI. OPs: open:PATH:FLAGS (octal;
+ * the fd is closed again), creat:PATH, chmod:PATH:MODE, fchmod:PATH:MODE (opened
+ * read-only first), fchown:PATH:UID:GID, rename:OLD:NEW, unlink:PATH,
+ * truncate:PATH:LENGTH, utimensat:PATH (times 0), mkdir:PATH, socket:FAMILY.
+ */
+typedef unsigned long ulong;
+
+#ifdef X32
+#define BIT 0x40000000L
+enum { NR_open = 2, NR_creat = 85, NR_close = 3, NR_chmod = 90, NR_fchmod = 91, NR_fchown = 93,
+       NR_rename = 82, NR_unlink = 87, NR_truncate = 76, NR_utimensat = 280, NR_mkdir = 83,
+       NR_socket = 41 };
+static long call6(long nr, long a, long b, long c, long d)
+{
+    long r;
+    register long r10 __asm__("r10") = d;
+    __asm__ volatile("syscall" : "=a"(r) : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10)
+                     : "rcx", "r11", "memory");
+    return r;
+}
+#define NATIVE(nr, a, b, c) call6(nr, a, b, c, 0)
+#define ABI(nr, a, b, c, d) call6((nr) | BIT, a, b, c, d)
+#define SYS_write 1
+#define SYS_exit 60
+#else
+enum { NR_open = 5, NR_creat = 8, NR_close = 6, NR_chmod = 15, NR_fchmod = 94,
+       NR_fchown = 207 /* fchown32 */, NR_rename = 38, NR_unlink = 10, NR_truncate = 92,
+       NR_utimensat = 320, NR_mkdir = 39, NR_socket = 359 };
+static long call6(long nr, long a, long b, long c, long d)
+{
+    long r;
+    __asm__ volatile("int $0x80" : "=a"(r) : "a"(nr), "b"(a), "c"(b), "d"(c), "S"(d) : "memory");
+    return r;
+}
+#define NATIVE(nr, a, b, c) call6(nr, a, b, c, 0)
+#define ABI(nr, a, b, c, d) call6(nr, a, b, c, d)
+#define SYS_write 4
+#define SYS_exit 1
+#endif
+
+static int len(const char *s) { int n = 0; while (s[n]) n++; return n; }
+static void out(const char *s) { NATIVE(SYS_write, 1, (long)s, len(s)); }
+static void out_num(long v)
+{
+    char buf[24], *p = buf + sizeof buf - 1;
+    int neg = v < 0;
+    unsigned long u = neg ? -(unsigned long)v : (unsigned long)v;
+    *p = 0;
+    do { *--p = '0' + (char)(u % 10); u /= 10; } while (u);
+    if (neg) *--p = '-';
+    out(p);
+}
+static int eq(const char *a, const char *b) { while (*a && *a == *b) a++, b++; return *a == *b; }
+static long num(const char *s, int base)
+{
+    long v = 0;
+    for (; *s; s++) v = v * base + (*s - '0');
+    return v;
+}
+/* split "a:b:c" in place; returns the number of fields */
+static int split(char *s, char **f, int max)
+{
+    int n = 0;
+    f[n++] = s;
+    for (; *s && n < max; s++)
+        if (*s == ':') { *s = 0; f[n++] = s + 1; }
+    return n;
+}
+
+static long run(char **f, int n)
+{
+    const char *op = f[0];
+    long fd, r;
+    if (eq(op, "open") && n == 3) {
+        r = ABI(NR_open, (long)f[1], num(f[2], 8), 0644, 0);
+        if (r >= 0) ABI(NR_close, r, 0, 0, 0);
+        return r < 0 ? r : 0;
+    }
+    if (eq(op, "creat") && n == 2) {
+        r = ABI(NR_creat, (long)f[1], 0644, 0, 0);
+        if (r >= 0) ABI(NR_close, r, 0, 0, 0);
+        return r < 0 ? r : 0;
+    }
+    if (eq(op, "chmod") && n == 3) return ABI(NR_chmod, (long)f[1], num(f[2], 8), 0, 0);
+    if ((eq(op, "fchmod") && n == 3) || (eq(op, "fchown") && n == 4)) {
+        fd = ABI(NR_open, (long)f[1], 0, 0, 0);
+        if (fd < 0) return fd;
+        r = eq(op, "fchmod") ? ABI(NR_fchmod, fd, num(f[2], 8), 0, 0)
+                             : ABI(NR_fchown, fd, num(f[2], 10), num(f[3], 10), 0);
+        ABI(NR_close, fd, 0, 0, 0);
+        return r;
+    }
+    if (eq(op, "rename") && n == 3) return ABI(NR_rename, (long)f[1], (long)f[2], 0, 0);
+    if (eq(op, "unlink") && n == 2) return ABI(NR_unlink, (long)f[1], 0, 0, 0);
+    if (eq(op, "truncate") && n == 3) return ABI(NR_truncate, (long)f[1], num(f[2], 10), 0, 0);
+    if (eq(op, "utimensat") && n == 2) {
+        static long times[4]; /* two struct timespec of zeros: the epoch */
+        return ABI(NR_utimensat, -100, (long)f[1], (long)times, 0);
+    }
+    if (eq(op, "mkdir") && n == 2) return ABI(NR_mkdir, (long)f[1], 0755, 0, 0);
+    if (eq(op, "socket") && n == 2) {
+        r = ABI(NR_socket, num(f[1], 10), 1 /* SOCK_STREAM */, 0, 0);
+        if (r >= 0) ABI(NR_close, r, 0, 0, 0);
+        return r < 0 ? r : 0;
+    }
+    out("bad op: ");
+    out(op);
+    out("\n");
+    NATIVE(SYS_exit, 2, 0, 0);
+    return 0;
+}
+
+__attribute__((used)) void main_(long argc, char **argv);
+__attribute__((used)) void main_(long argc, char **argv)
+{
+    for (long i = 1; i < argc; i++) {
+        char *f[5];
+        out(argv[i]);
+        int n = split(argv[i], f, 5);
+        out(" = ");
+        out_num(run(f, n));
+        out("\n");
+    }
+    NATIVE(SYS_exit, 0, 0, 0);
+}
+
+#ifdef X32
+__asm__(".globl _start\n_start:\n mov (%rsp), %rdi\n lea 8(%rsp), %rsi\n and $-16, %rsp\n call main_\n hlt\n");
+#else
+__asm__(".globl _start\n_start:\n mov (%esp), %eax\n lea 4(%esp), %edx\n and $-16, %esp\n sub $8, %esp\n"
+        " push %edx\n push %eax\n call main_\n hlt\n");
+#endif
