@@ -133,3 +133,30 @@ def test_sockets_of_another_abi_in_a_view_without_network_fail_as_on_x86_64(prog
         assert inet == "socket:2 = -97"  # EAFNOSUPPORT, as an x86_64 socket() gets
     else:
         assert inet == native_inet  # the kernel lacks the ABI: ENOSYS as natively
+
+
+@pytest.mark.parametrize("module", ["unreal", "move", "merge"])
+@pytest.mark.parametrize("abi", ["i386", "x32"])
+def test_calls_of_another_abi_through_a_redirecting_mount_act_on_the_real_files_as_natively(
+        progs, abi, module, scratch):
+    """unreal and viewfs move/merge redirect the paths: the program's calls,
+    made on the mount's paths, change the real files exactly as the same calls
+    made natively on the real paths do."""
+    native_dir, view_dir = victims("root"), victims("root")
+    mnt = tempfile.mkdtemp(prefix="umview-abi-mnt-")
+    scratch += [native_dir, view_dir, mnt]
+    native = run([progs[abi], *calls(native_dir, "root")])
+    if module == "unreal":
+        opts, seen = ["-p", "unreal"], "/unreal" + view_dir
+    else:
+        upper = tempfile.mkdtemp(prefix="umview-abi-upper-")
+        scratch.append(upper)
+        # merge: the real directory is the lower layer under an empty upper one
+        source = view_dir if module == "move" else upper
+        target = mnt if module == "move" else view_dir
+        opts, seen = ["-p", f"viewfs,mount={source}:{target}" + ("" if module == "move" else ":merge")], target
+    viewed = run(umview_for("root", *opts, "--", progs[abi], *calls(seen, "root")))
+    assert viewed.returncode == native.returncode, viewed.stderr
+    assert viewed.stdout.decode().replace(seen, "D") == native.stdout.decode().replace(native_dir, "D")
+    if module != "merge":
+        assert snapshot(view_dir) == snapshot(native_dir)
