@@ -45,11 +45,10 @@ class LyingEngine(Engine):
                 return Skip.errno(errno.EPERM)
             return CONTINUE
         if path == self.alias:
-            index = 0 if call.name == "open" else 1
-            call.set_string(index, self.target)
+            call.set_arg("path", self.target)  # arguments by name: the same on every ABI
         return CONTINUE
 
     def exit(self, call):
         if call.name == "uname" and call.retval == 0:
             field = self.nodename + b"\0" * (UTSNAME_FIELD - len(self.nodename))
-            call.write_mem(call.args[0] + UTSNAME_FIELD, field)
+            call.write_mem(call.raw("buf") + UTSNAME_FIELD, field)

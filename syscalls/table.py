@@ -936,6 +936,8 @@ ARG_NAMES: dict[str, tuple[str, ...]] = {
     "seccomp": ("op", "flags", "uargs"),
     "unshare": ("flags",),
     "clone": ("flags", "stack", "parent_tid", "child_tid", "tls"),
+    "uname": ("buf",),
+    "getrandom": ("buf", "count", "flags"),
 }
 I386_ARG_NAMES: dict[str, tuple[str, ...]] = {
     "fanotify_mark": ("fd", "flags", "mask_lo", "mask_hi", "dirfd", "path"),
