@@ -334,10 +334,11 @@ def build_configs(args):
             if not umview:
                 notes.append(f"{name}: skipped, no umview found (build the venv or pass --umview)")
                 continue
-            for spin in args.spin:
-                label = name if len(args.spin) == 1 else f"{name}/spin={spin}"
+            builds = [(umview, "")] + ([(args.baseline, "@base")] if args.baseline else [])
+            for (build, tag), spin in ((b, s) for b in builds for s in args.spin):
+                label = (name if len(args.spin) == 1 else f"{name}/spin={spin}") + tag
 
-                def prefix(stats_file, name=name, spin=spin):
+                def prefix(stats_file, name=name, spin=spin, umview=build):
                     p = [umview, "--stats-file", stats_file]
                     if spin:
                         p += ["--spin", str(spin)]
@@ -353,7 +354,7 @@ def build_configs(args):
                         p += ["-p", "vnet,private"]
                     return p + ["--"]
 
-                configs.append(Config(label, prefix, umview, spin))
+                configs.append(Config(label, prefix, build, spin))
         elif name == "proot":
             tool = shutil.which("proot")
             if not tool:
@@ -667,6 +668,9 @@ def parse_args(argv):
     p.add_argument("--profile", action="store_true",
                    help="also count each workload's syscalls natively with strace -f -c")
     p.add_argument("--umview", default=find_umview(), help="the umview command (default: %(default)s)")
+    p.add_argument("--baseline", metavar="UMVIEW",
+                   help="another umview command (an older build) run in every umview configuration "
+                        "too, labelled NAME@base: before/after figures from one run")
     p.add_argument("--python", default=default_python(),
                    help="interpreter for pyimport and pytest (default: %(default)s)")
     p.add_argument("--timeout", type=float, default=None, help="seconds per run (default 600, --quick 60)")

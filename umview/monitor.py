@@ -49,7 +49,6 @@ class Dispatcher:
 
     def __init__(self, table):
         self.table = table
-        self.kernel_abis = core.kernel_abis()
         self.engines = []
         self._epochs = itertools.count(1)  # one counter for every registration
 
@@ -184,7 +183,7 @@ class Dispatcher:
         for engine in reversed(self.engines):
             if not engine.wants(call):
                 continue
-            if call.abi not in engine.abis or call.abi not in self.kernel_abis:
+            if call.abi not in engine.abis or (call.abi == "x32" and call.abi not in core.kernel_abis()):
                 # claimed, but of an ABI the engine cannot decode (refused,
                 # never let through), or that the kernel lacks (ENOSYS, as
                 # natively: an engine must not serve what the kernel refuses)
