@@ -44,8 +44,8 @@ def module_class(name):
 
 
 def load_modules(specs, present=(), cwd=None):
-    """Instantiate the modules of -p specs; return (modules, engines in epoch
-    order). present: the engines loaded before them (their nested view); cwd:
+    """Instantiate the modules of -p specs (or (name, options) pairs); return
+    (modules, engines in epoch order). present: the engines loaded before them (their nested view); cwd:
     the directory relative paths in options are relative to (umview's own
     if None)."""
     from umview.cwd import CwdTracker
@@ -53,7 +53,7 @@ def load_modules(specs, present=(), cwd=None):
 
     modules, engines = [], []
     for spec in specs:
-        name, options = parse_spec(spec)
+        name, options = parse_spec(spec) if isinstance(spec, str) else spec
         module = module_class(name)(options)
         module.older = tuple(present) + tuple(engines)
         if cwd is not None:
@@ -67,7 +67,8 @@ def load_modules(specs, present=(), cwd=None):
 
 
 def load_service(spec, present, cwd=None):
-    """um_add_service: the module of a -p spec and its engines, plus the cwd
+    """um_add_service: the module of a -p spec (or a (name, options) pair)
+    and its engines, plus the cwd
     tracker if its engines need one and the view (present) has none."""
     from umview.cwd import CwdTracker
 

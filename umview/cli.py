@@ -120,6 +120,22 @@ def load_engine(spec):
     return engine
 
 
+def trace_service(args):
+    """--trace FILE [--trace-calls ...] [--trace-kernel] as the trace service
+    (modules/trace): [(name, options)], loaded before the -p modules so that
+    FILE is a real path, not one of the view; none without --trace."""
+    if not args.trace:
+        if args.trace_calls or args.trace_kernel:
+            raise ValueError("--trace-calls and --trace-kernel need --trace FILE")
+        return []
+    options = {"file": args.trace}
+    if args.trace_calls:
+        options["calls"] = ":".join(args.trace_calls.split(","))
+    if args.trace_kernel:
+        options["kernel"] = True
+    return [("trace", options)]
+
+
 def rc_files(args):
     """The rc files to run: -f FILE, else those of /etc/umviewrc and
     ~/.umviewrc that exist; none with --norc."""
@@ -180,11 +196,11 @@ def main(argv=None):
 
         control = ServiceControl(loader=load_service, view_name=args.viewname)
         modules, engines = [], [Reserve()] if args.services else []
-        for spec in args.module:
+        for spec in trace_service(args) + args.module:
             module, new = load_service(spec, engines)
             modules.append(module)
             engines += new
-            control.register(parse_spec(spec)[0], module, new)
+            control.register(spec[0] if isinstance(spec, tuple) else parse_spec(spec)[0], module, new)
     except (ValueError, ImportError) as exc:
         print(f"umview: {exc}", file=sys.stderr)
         return 2
@@ -193,26 +209,6 @@ def main(argv=None):
     except Exception as exc:  # noqa: BLE001 - any failure to load is the user's to see
         print(f"umview: cannot load engine: {exc}", file=sys.stderr)
         return 2
-
-    tracer = None
-    if args.trace_calls or args.trace_kernel:
-        if not args.trace:
-            print("umview: --trace-calls and --trace-kernel need --trace FILE", file=sys.stderr)
-            return 2
-    if args.trace:
-        from umview.modules.trace import TraceEngine, expand_classes, open_trace
-
-        try:
-            calls = expand_classes(args.trace_calls.split(",")) if args.trace_calls else None
-            out = open_trace(args.trace)
-        except ValueError as exc:
-            print(f"umview: --trace-calls: {exc}", file=sys.stderr)
-            return 2
-        except OSError as exc:
-            print(f"umview: --trace {args.trace}: {exc.strerror}", file=sys.stderr)
-            return 2
-        tracer = TraceEngine(out, calls, kernel=args.trace_kernel)
-        engines.append(tracer)  # the newest: see it as the process does
 
     monitor = Monitor(engines, spin=args.spin, control=control)
     try:
@@ -229,8 +225,6 @@ def main(argv=None):
         return 2
     finally:
         close([s.module for s in control.services])
-        if tracer is not None:
-            tracer.close()
     if args.stats or args.stats_file:
         stats = Stats.from_core()
         if args.stats:
