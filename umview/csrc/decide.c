@@ -87,7 +87,7 @@ static int resolve(int tid, const struct path_arg *pa, const uint64_t *args, cha
         *climbs = dotdot;
     int dirfd = pa->dirfd >= 0 ? (int)args[pa->dirfd] : AT_FDCWD_;
     /* relative to a virtual cwd: only Python knows where that is */
-    if (!fd_ok && n > 0 && dirfd == AT_FDCWD_ && (*tf(tid) & TF_VCWD) && !((*tf(tid) & TF_FAITHFUL) && !dotdot))
+    if (!fd_ok && n > 0 && dirfd == AT_FDCWD_ && thr(tid)->vcwd && !(thr(tid)->faithful && !dotdot))
         return -EAGAIN;
     /* "" is ENOENT unless AT_EMPTY_PATH makes it the dirfd itself */
     if (n == 0 && (!fd_ok || pa->emptyflg < 0 || !(args[pa->emptyflg] & AT_EMPTY_PATH_)))
@@ -355,7 +355,7 @@ int needs_python(int tid, int abi, int sc, const uint64_t *args)
         return 1;
     if ((c & UM_CLAIM_FD) && fd_under_plain(tid, (int)args[0]))
         return 1;
-    if ((c & UM_CLAIM_VCWD) && (*tf(tid) & TF_VCWD))
+    if ((c & UM_CLAIM_VCWD) && thr(tid)->vcwd)
         return 1;
     if (c & UM_CLAIM_FAMILY) {
         int family = (int)args[0];

@@ -212,7 +212,7 @@ void inject_filter(pid_t tid)
     }
 done:
     /* done or not doable: no thread of the process asks again */
-    *tf(tid) &= (tflag_t)~TF_NEEDFILTER;
+    thr(tid)->need_filter = 0;
     snprintf(task, sizeof task, "/proc/%d/task", tgid);
     DIR *dir = opendir(task);
     if (dir) {
@@ -220,7 +220,7 @@ done:
         while ((de = readdir(dir))) {
             int t = atoi(de->d_name);
             if (t > 0)
-                *tf(t) &= (tflag_t)~TF_NEEDFILTER;
+                thr(t)->need_filter = 0;
         }
         closedir(dir);
     }
@@ -253,9 +253,9 @@ int um_filter_inject(void)
     if (r)
         return r;
     int n = 0;
-    for (long t = 1; t <= pid_max; t++)
-        if ((tflags[t] & TF_SEEN) && ptrace(PTRACE_INTERRUPT, (pid_t)t, 0, 0) == 0) {
-            tflags[t] |= TF_NEEDFILTER;
+    for (pid_t t = 1; t <= thread_max_seen(); t++)
+        if (thr(t)->seen && ptrace(PTRACE_INTERRUPT, (pid_t)t, 0, 0) == 0) {
+            thr(t)->need_filter = 1;
             n++;
         }
     return n;

@@ -141,7 +141,7 @@ int um_inject(int tid, int abi, long nr, const uint64_t *args, int64_t *result)
     for (int i = 0; i < 6; i++)
         REG(&r, m->args[i]) = args[i];
     e = ptrace(PTRACE_SETREGS, tid, 0, &r) ? -errno : 0;
-    *tf(tid) |= TF_INJECTING;
+    thr(tid)->injecting = 1;
     struct um_sci si;
     for (int tries = 0; !e; tries++) {
         e = inject_step(tid, SI_EXIT, &si, &sigs);
@@ -172,10 +172,10 @@ int um_inject(int tid, int abi, long nr, const uint64_t *args, int64_t *result)
             e = inject_step(tid, SI_ENTRY, &si, &sigs);
         if (!e) {
             cur_sci = si; /* SET_SYSCALL_INFO must name this stop's op */
-            *tf(tid) |= TF_INJECTED;
+            thr(tid)->injected = 1;
         }
     }
-    *tf(tid) &= (tflag_t)~TF_INJECTING;
+    thr(tid)->injecting = 0;
     if (e == -ESRCH)
         return e;
     ptrace(PTRACE_SETSIGMASK, tid, sizeof mask, &mask);

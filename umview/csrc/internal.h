@@ -35,6 +35,7 @@
 #include <poll.h>
 #include <unistd.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/resource.h>
@@ -109,23 +110,26 @@ struct regmap {
 #define UR(f) (int)offsetof(struct user_regs_struct, f)
 #define REG(r, off) (*(unsigned long long *)((char *)(r) + (off)))
 
-/* per-tid flags, indexed by tid (lazily zero pages: costs only what is touched) */
-#define TF_EXIT_WANTED 1
-#define TF_SEEN 2
-#define TF_EXECED 4    /* execve succeeded while its exit stop was pending */
-#define TF_VCWD 8      /* its cwd is virtual: relative paths need Python */
-#define TF_ANNOUNCED 16 /* its parent's fork/clone event was seen (or it is the first) */
-#define TF_HELD 32     /* new tracee kept stopped until its parent's event is seen */
-#define TF_REDIRECT 64 /* a notification needs Python: interrupted, its restart is awaited */
-#define TF_AWAIT_ENTRY 128 /* resumed with PTRACE_SYSCALL for the restarted call's entry stop */
-#define TF_PASS 256    /* handled at its entry stop: let its coming notification through */
-#define TF_FAITHFUL 512 /* with TF_VCWD: the kernel's cwd shows the names the virtual one
-                         * does, so a relative path without ".." needs no Python */
-#define TF_NEEDFILTER 1024 /* its process lacks the filter of the current traps: stack
-                            * one on it at its next interrupt stop (um_filter_inject) */
-#define TF_INJECTED 2048  /* um_inject ran: the pending call waits at its syscall-entry stop */
-#define TF_INJECTING 4096 /* in um_inject: its notifications are answered CONTINUE */
-typedef uint16_t tflag_t;
+/* What the loop knows of one thread, indexed by tid (thread.c: a lazily
+ * touched array over pid_max). Zero is a thread never seen. */
+struct um_thread {
+    unsigned seen : 1;        /* a tracee (counted in stats.processes) */
+    unsigned announced : 1;   /* its parent's fork/clone event was seen (or it is the first) */
+    unsigned held : 1;        /* a new tracee kept stopped until its parent's event is seen */
+    unsigned exit_wanted : 1; /* Python asked for this call's exit stop */
+    unsigned execed : 1;      /* execve succeeded while its exit stop was pending */
+    unsigned vcwd : 1;        /* its cwd is virtual: relative paths need Python */
+    unsigned faithful : 1;    /* with vcwd: the kernel's cwd shows the names the virtual one
+                               * does, so a relative path without ".." needs no Python */
+    unsigned redirected : 1;  /* a notification needs Python: interrupted, its restart awaited */
+    unsigned await_entry : 1; /* resumed with PTRACE_SYSCALL for the restarted call's entry stop */
+    unsigned pass_notif : 1;  /* handled at its entry stop: let its coming notification through */
+    unsigned need_filter : 1; /* its process lacks the filter of the current traps: stack one
+                               * on it at its next interrupt stop (um_filter_inject) */
+    unsigned injected : 1;    /* um_inject ran: the pending call waits at its syscall-entry stop */
+    unsigned injecting : 1;   /* in um_inject: its notifications are answered CONTINUE */
+};
+
 
 struct layer_slot {
     char *path; /* NULL: empty; &layer_tomb: deleted */
@@ -201,14 +205,16 @@ extern int filter_fixed;
 int lookup_sc(int abi, long nr);
 
 /* thread.c */
-extern tflag_t *tflags;
 extern long pid_max;
 extern pid_t first_pid;
 extern int first_status;
 extern int ssi_state;
 extern struct um_sci cur_sci;
 extern pid_t cur_tid;
-tflag_t *tf(pid_t tid);
+struct um_thread *thr(pid_t tid); /* never NULL: a scratch record for a tid out of range */
+void thread_forget(pid_t tid);      /* the thread is gone: its tid starts afresh */
+pid_t thread_max_seen(void);        /* the highest tid ever recorded */
+int thread_table_init(void);
 
 /* tracee.c */
 int abi_from(uint32_t arch, uint64_t nr);

@@ -7,7 +7,7 @@
 
 static void resume(pid_t tid, int req, int sig)
 {
-    if ((*tf(tid) & (TF_EXIT_WANTED | TF_AWAIT_ENTRY)) && req == PTRACE_CONT)
+    if ((thr(tid)->exit_wanted || thr(tid)->await_entry) && req == PTRACE_CONT)
         req = PTRACE_SYSCALL; /* keep the syscall stop we wait for */
     ptrace(req, tid, 0, sig);
 }
@@ -80,7 +80,7 @@ static int hold(pid_t tid)
     if (nheld >= MAX_HELD)
         return 0;
     held[nheld++] = tid;
-    *tf(tid) |= TF_HELD;
+    thr(tid)->held = 1;
     return 1;
 }
 
@@ -97,7 +97,8 @@ static void release_all_held(void)
 {
     while (nheld > 0) {
         pid_t t = held[--nheld];
-        *tf(t) = (tflag_t)((*tf(t) & ~TF_HELD) | TF_ANNOUNCED);
+        thr(t)->held = 0;
+        thr(t)->announced = 1;
         ptrace(PTRACE_CONT, t, 0, 0);
     }
 }
@@ -110,8 +111,8 @@ static void finish_reply(struct um_event *ev)
     if (ev->kind == UM_EV_SYSCALL) {
         /* after um_inject the call waits at its entry stop, whatever stop
          * Python was handed */
-        int from_entry = (ev->flags & UM_FROM_ENTRY) || (*tf(tid) & TF_INJECTED);
-        *tf(tid) &= (tflag_t)~TF_INJECTED;
+        int from_entry = (ev->flags & UM_FROM_ENTRY) || thr(tid)->injected;
+        thr(tid)->injected = 0;
         if (ev->changed & (UM_CHANGED_ARGS | UM_CHANGED_NR)) {
             stats.rewritten++;
             set_call(tid, abi, ev->nr, ev->args);
@@ -124,7 +125,7 @@ static void finish_reply(struct um_event *ev)
                 set_call(tid, abi, -1, a);
             }
             set_return(tid, abi, ev->rval);
-            *tf(tid) &= ~TF_EXIT_WANTED;
+            thr(tid)->exit_wanted = 0;
             ptrace(PTRACE_CONT, tid, 0, 0);
         } else {
             if (from_entry) {
@@ -134,13 +135,13 @@ static void finish_reply(struct um_event *ev)
                 if (abi == UM_ABI_X32)
                     nr &= ~X32_BIT;
                 if (nr >= 0 && nr < MAX_NR && trap[abi][nr])
-                    *tf(tid) |= TF_PASS;
+                    thr(tid)->pass_notif = 1;
             }
             if (ev->reply == UM_REPLY_CONTINUE_AFTER) {
-                *tf(tid) |= TF_EXIT_WANTED;
+                thr(tid)->exit_wanted = 1;
                 ptrace(PTRACE_SYSCALL, tid, 0, 0);
             } else {
-                *tf(tid) &= ~TF_EXIT_WANTED;
+                thr(tid)->exit_wanted = 0;
                 ptrace(PTRACE_CONT, tid, 0, 0);
             }
         }
@@ -157,7 +158,7 @@ static void finish_reply(struct um_event *ev)
     } else if (ev->kind == UM_EV_FORK || ev->kind == UM_EV_EXEC) {
         if (ev->kind == UM_EV_FORK && (ev->flags & UM_FORK_HELD)) {
             resume((pid_t)ev->msg, PTRACE_CONT, 0);
-            if (*tf((pid_t)ev->msg) & TF_NEEDFILTER)
+            if (thr((pid_t)ev->msg)->need_filter)
                 ptrace(PTRACE_INTERRUPT, (pid_t)ev->msg, 0, 0);
         }
         resume(tid, PTRACE_CONT, 0);
@@ -264,11 +265,11 @@ int um_next(struct um_event *ev)
         if (WIFEXITED(status) || WIFSIGNALED(status)) {
             if (tid == first_pid)
                 first_status = status;
-            if (*tf(tid) & TF_HELD)
+            if (thr(tid)->held)
                 unhold(tid);
             if (nheld)
                 release_all_held();
-            *tf(tid) = 0;
+            thread_forget(tid);
             if (event_mask & UM_WANT_EXIT)
                 return process_event(ev, UM_EV_EXIT, tid, 0, 0, status);
             continue;
@@ -276,8 +277,8 @@ int um_next(struct um_event *ev)
         if (!WIFSTOPPED(status))
             continue;
         stats.stops++;
-        if (!(*tf(tid) & TF_SEEN)) {
-            *tf(tid) |= TF_SEEN;
+        if (!thr(tid)->seen) {
+            thr(tid)->seen = 1;
             stats.processes++;
         }
         int sig = WSTOPSIG(status);
@@ -286,9 +287,9 @@ int um_next(struct um_event *ev)
         if (sig == SIGTRAP && event == PTRACE_EVENT_SECCOMP) {
             stats.seccomp_stops++;
             if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof si, &si) <= 0 || si.op != SI_SECCOMP ||
-                (*tf(tid) & TF_PASS)) {
-                /* TF_PASS: a call Python saw at its entry stop (after um_inject) */
-                *tf(tid) &= (tflag_t)~TF_PASS;
+                thr(tid)->pass_notif) {
+                /* pass_notif: a call Python saw at its entry stop (after um_inject) */
+                thr(tid)->pass_notif = 0;
                 resume(tid, PTRACE_CONT, 0);
                 continue;
             }
@@ -317,7 +318,7 @@ int um_next(struct um_event *ev)
         }
         if (sig == (SIGTRAP | 0x80)) {
             if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof si, &si) <= 0) {
-                *tf(tid) &= (tflag_t)~(TF_EXIT_WANTED | TF_AWAIT_ENTRY);
+                thr(tid)->exit_wanted = thr(tid)->await_entry = 0;
                 ptrace(PTRACE_CONT, tid, 0, 0);
                 continue;
             }
@@ -325,7 +326,7 @@ int um_next(struct um_event *ev)
                 /* the restart of a call a notification sent to Python (or,
                  * after a signal handler ran, some other call: then the
                  * notification comes again and is looked at again) */
-                *tf(tid) &= (tflag_t)~TF_AWAIT_ENTRY;
+                thr(tid)->await_entry = 0;
                 int abi = abi_of(&si);
                 int sc = abi < 0 ? -1 : lookup_sc(abi, (long)si.entry.nr);
                 long nr = abi == UM_ABI_X32 ? (long)(si.entry.nr & ~X32_BIT) : (long)si.entry.nr;
@@ -338,13 +339,13 @@ int um_next(struct um_event *ev)
             }
             /* a syscall-exit stop */
             stats.exit_stops++;
-            if (!(*tf(tid) & TF_EXIT_WANTED) || si.op != SI_EXIT) {
-                *tf(tid) &= (tflag_t)~TF_EXIT_WANTED;
+            if (!thr(tid)->exit_wanted || si.op != SI_EXIT) {
+                thr(tid)->exit_wanted = 0;
                 resume(tid, PTRACE_CONT, 0);
                 continue;
             }
-            int execed = *tf(tid) & TF_EXECED;
-            *tf(tid) &= (tflag_t)~(TF_EXIT_WANTED | TF_EXECED);
+            int execed = thr(tid)->execed;
+            thr(tid)->exit_wanted = thr(tid)->execed = 0;
             cur_sci = si;
             cur_tid = tid;
             ev->rval = si.exit.rval;
@@ -361,17 +362,20 @@ int um_next(struct um_event *ev)
             if (event == PTRACE_EVENT_FORK || event == PTRACE_EVENT_VFORK || event == PTRACE_EVENT_CLONE) {
                 ptrace(PTRACE_GETEVENTMSG, tid, 0, &msg);
                 pid_t child = (pid_t)msg, held_release = 0;
-                if (msg > 0 && !(*tf(child) & TF_SEEN)) {
-                    *tf(child) |= TF_SEEN;
+                if (msg > 0 && !thr(child)->seen) {
+                    thr(child)->seen = 1;
                     stats.processes++;
                 }
                 if (msg > 0) {
                     /* the child inherits the cwd state; if its first stop came
                      * first it was held: it may run now */
-                    tflag_t held = *tf(child) & TF_HELD;
-                    *tf(child) = (tflag_t)((*tf(child) & ~(TF_HELD | TF_VCWD | TF_FAITHFUL)) |
-                                           TF_ANNOUNCED |
-                                           (*tf(tid) & (TF_VCWD | TF_FAITHFUL | TF_NEEDFILTER)));
+                    struct um_thread *c = thr(child), *parent = thr(tid);
+                    int held = c->held;
+                    c->held = 0;
+                    c->announced = 1;
+                    c->vcwd = parent->vcwd;
+                    c->faithful = parent->faithful;
+                    c->need_filter |= parent->need_filter;
                     if (held) {
                         unhold(child);
                         held_release = child;
@@ -385,24 +389,26 @@ int um_next(struct um_event *ev)
                                          0);
                 if (held_release)
                     resume(held_release, PTRACE_CONT, 0);
-                if (held_release && (*tf(held_release) & TF_NEEDFILTER))
+                if (held_release && thr(held_release)->need_filter)
                     ptrace(PTRACE_INTERRUPT, held_release, 0, 0);
             } else if (event == PTRACE_EVENT_EXEC) {
                 ptrace(PTRACE_GETEVENTMSG, tid, 0, &msg);
                 if ((pid_t)msg != tid && msg > 0) {
                     /* a non-leader thread execed: it now has the leader's tid */
-                    tflag_t f = *tf((pid_t)msg);
-                    *tf((pid_t)msg) = 0;
-                    *tf(tid) = (tflag_t)(f | TF_SEEN);
+                    struct um_thread was = *thr((pid_t)msg);
+                    thread_forget((pid_t)msg);
+                    *thr(tid) = was;
+                    thr(tid)->seen = 1;
                 }
-                if (*tf(tid) & TF_EXIT_WANTED)
-                    *tf(tid) |= TF_EXECED;
+                if (thr(tid)->exit_wanted)
+                    thr(tid)->execed = 1;
                 if (event_mask & UM_WANT_EXEC)
                     return process_event(ev, UM_EV_EXEC, tid, (long)msg, 0, 0);
-            } else if (event == PTRACE_EVENT_STOP && (*tf(tid) & TF_REDIRECT)) {
+            } else if (event == PTRACE_EVENT_STOP && thr(tid)->redirected) {
                 /* our interrupt of a notified call: catch its restart */
-                *tf(tid) = (tflag_t)((*tf(tid) & ~TF_REDIRECT) | TF_AWAIT_ENTRY);
-                if (*tf(tid) & TF_NEEDFILTER) { /* the filter's interrupt: again */
+                thr(tid)->redirected = 0;
+                thr(tid)->await_entry = 1;
+                if (thr(tid)->need_filter) { /* the filter's interrupt: again */
                     resume(tid, PTRACE_CONT, 0);
                     ptrace(PTRACE_INTERRUPT, tid, 0, 0);
                     continue;
@@ -411,9 +417,9 @@ int um_next(struct um_event *ev)
                 /* the first stop of a new tracee, or after PTRACE_INTERRUPT. A
                  * child whose parent's fork event is not in yet waits for it,
                  * so that it never runs before its inherited state is known */
-                if (!(*tf(tid) & TF_ANNOUNCED) && hold(tid))
+                if (!thr(tid)->announced && hold(tid))
                     continue;
-                if (*tf(tid) & TF_NEEDFILTER)
+                if (thr(tid)->need_filter)
                     inject_filter(tid);
             }
             resume(tid, PTRACE_CONT, 0);

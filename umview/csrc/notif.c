@@ -25,10 +25,10 @@ void serve_notification(int may_hand)
     memset(&resp, 0, sizeof resp);
     resp.id = req.id;
     resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-    if (*tf(tid) & TF_INJECTING) {
+    if (thr(tid)->injecting) {
         /* a call um_inject runs: the monitor's own, no look */
-    } else if (*tf(tid) & TF_PASS) {
-        *tf(tid) &= (tflag_t)~TF_PASS;
+    } else if (thr(tid)->pass_notif) {
+        thr(tid)->pass_notif = 0;
     } else {
         int abi = abi_from(req.data.arch, req.data.nr);
         int sc = lookup_sc(abi, req.data.nr);
@@ -39,7 +39,7 @@ void serve_notification(int may_hand)
                 return; /* answered after Python's reply */
             }
             if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) == 0) {
-                *tf(tid) |= TF_REDIRECT;
+                thr(tid)->redirected = 1;
                 return; /* no answer: the interrupt ends the wait */
             }
         }
@@ -99,7 +99,7 @@ void finish_notif(struct um_event *ev)
     memset(&resp, 0, sizeof resp);
     resp.id = held_notif.id;
     if (ev->reply == UM_REPLY_REDIRECT && ptrace(PTRACE_INTERRUPT, ev->tid, 0, 0) == 0) {
-        *tf(ev->tid) |= TF_REDIRECT;
+        thr(ev->tid)->redirected = 1;
         return; /* as serve_notification does */
     }
     if (ev->reply == UM_REPLY_SKIP) {

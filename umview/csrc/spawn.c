@@ -146,7 +146,8 @@ int um_spawn(char *const argv[], int flags)
     first_pid = pid;
     first_status = -1;
     stats.processes++;
-    *tf(pid) = TF_SEEN | TF_ANNOUNCED;
+    thread_forget(pid);
+    thr(pid)->seen = thr(pid)->announced = 1;
     install_signal_passing();
     if (write(go[1], "g", 1) != 1) {
         r = -errno;
@@ -296,7 +297,8 @@ int um_attach(int pid)
                 err = -errno;
             continue;
         }
-        *tf(t) = TF_SEEN | TF_ANNOUNCED | TF_NEEDFILTER;
+        thread_forget(t);
+        thr(t)->seen = thr(t)->announced = thr(t)->need_filter = 1;
         stats.processes++;
         ptrace(PTRACE_INTERRUPT, t, 0, 0);
         n++;

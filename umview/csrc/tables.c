@@ -50,18 +50,7 @@ int um_init(void)
     filter_fixed = 0; /* a new view: its filter is yet to be built */
     memset(extra_trap, 0, sizeof extra_trap);
     extra_dirty = 0;
-    if (!tflags) {
-        FILE *f = fopen("/proc/sys/kernel/pid_max", "r");
-        if (f) {
-            if (fscanf(f, "%ld", &pid_max) != 1)
-                pid_max = 4194304;
-            fclose(f);
-        }
-        tflags = calloc((size_t)pid_max + 1, sizeof *tflags);
-        if (!tflags)
-            return -ENOMEM;
-    }
-    return 0;
+    return thread_table_init();
 }
 
 void um_stats_get(struct um_stats *out) { *out = stats; }

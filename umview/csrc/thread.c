@@ -1,8 +1,13 @@
 /* thread.c - per-thread state and the outstanding stop */
 #include "internal.h"
 
-tflag_t *tflags;
 long pid_max = 4194304;
+
+/* One struct um_thread per possible tid: (pid_max + 1) records mapped
+ * MAP_NORESERVE, so only the pages of tids in use are ever backed (tids are
+ * handed out in order: a page holds consecutive ones). */
+static struct um_thread *threads;
+static pid_t max_seen;
 
 pid_t first_pid;
 int first_status = -1;
@@ -14,25 +19,51 @@ pid_t cur_tid;
 
 int um_core_version(void) { return UM_CORE_VERSION; }
 
-tflag_t *tf(pid_t tid)
+int thread_table_init(void)
 {
-    static tflag_t dummy;
-    if (tid <= 0 || tid > pid_max) {
-        dummy = 0;
-        return &dummy;
+    if (threads)
+        return 0;
+    FILE *f = fopen("/proc/sys/kernel/pid_max", "r");
+    if (f) {
+        if (fscanf(f, "%ld", &pid_max) != 1)
+            pid_max = 4194304;
+        fclose(f);
     }
-    return &tflags[tid];
+    void *m = mmap(NULL, ((size_t)pid_max + 1) * sizeof *threads, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+        return -ENOMEM;
+    threads = m;
+    return 0;
 }
 
+struct um_thread *thr(pid_t tid)
+{
+    static struct um_thread scratch;
+    if (tid <= 0 || tid > pid_max || !threads) {
+        memset(&scratch, 0, sizeof scratch);
+        return &scratch;
+    }
+    if (tid > max_seen)
+        max_seen = tid;
+    return &threads[tid];
+}
+
+void thread_forget(pid_t tid)
+{
+    memset(thr(tid), 0, sizeof(struct um_thread));
+}
+
+pid_t thread_max_seen(void) { return max_seen; }
 
 int um_set_vcwd(int tid, int on)
 {
     if (tid <= 0 || tid > pid_max)
         return -EINVAL;
-    *tf(tid) &= (tflag_t)~(TF_VCWD | TF_FAITHFUL);
+    thr(tid)->vcwd = thr(tid)->faithful = 0;
     if (on & UM_VCWD)
-        *tf(tid) |= TF_VCWD;
+        thr(tid)->vcwd = 1;
     if ((on & UM_VCWD) && (on & UM_VCWD_FAITHFUL))
-        *tf(tid) |= TF_FAITHFUL;
+        thr(tid)->faithful = 1;
     return 0;
 }
