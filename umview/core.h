@@ -109,6 +109,8 @@ struct um_stats {
     uint64_t inject_failed;   /* ... that could not be (a 32-bit process, no vDSO) */
     uint64_t notif_events;    /* notified calls handed to Python as notifications */
     uint64_t addfd;           /* ... completed with an fd (um_notif_addfd) */
+    uint64_t write_failed;    /* register or syscall-info writes that failed on a live thread
+                               * (each also said on stderr; see docs/internals.md) */
 };
 
 int um_core_version(void);
@@ -210,3 +212,10 @@ int um_notif_addfd(int srcfd, unsigned int newfd_flags);
 void um_set_symlink_check(int on);
 void um_set_families(uint64_t bits); /* bit f: socket family f is claimed (UM_CLAIM_FAMILY) */
 void um_restore_signals(void);
+
+/* For tests: make the core's register writes fail with EIO, as a kernel
+ * refusing them would (a bit set of UM_FAIL_*; 0 = real writes). */
+#define UM_FAIL_SSI 1      /* PTRACE_SET_SYSCALL_INFO */
+#define UM_FAIL_SETREGS 2  /* PTRACE_SETREGS */
+#define UM_FAIL_POKEUSER 4 /* PTRACE_POKEUSER (the return value) */
+void um_test_fail_writes(int mask);

@@ -305,7 +305,8 @@ class Stats:
 
     FIELDS = ("stops", "seccomp_stops", "exit_stops", "fast_continue", "python_events", "skipped",
               "rewritten", "path_reads", "refused", "signals", "group_stops", "processes",
-              "notifications", "layer_walks", "injected", "inject_failed", "notif_events", "addfd")
+              "notifications", "layer_walks", "injected", "inject_failed", "notif_events", "addfd",
+              "write_failed")
 
     def __init__(self, **counts):
         for f in self.FIELDS:
@@ -343,6 +344,7 @@ class Stats:
                 f"  signals delivered             {self.signals}",
                 f"  group-stops                   {self.group_stops}",
             ]
+            + ([f"  register writes that failed   {self.write_failed}"] if self.write_failed else [])
         )
 
 

@@ -223,6 +223,9 @@ int get_regs(int tid, struct user_regs_struct *r);
 int set_call(int tid, int abi, long nr, const uint64_t *args);
 int set_args_regs(int tid, int abi, const uint64_t *args);
 int set_return(int tid, int abi, int64_t val);
+int skip_call(pid_t tid, int abi, const uint64_t *args, int64_t rval);
+int rewrite_call(pid_t tid, int abi, long nr, const uint64_t *args);
+void write_failed(pid_t tid, const char *what, int err);
 
 
 #endif

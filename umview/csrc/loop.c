@@ -113,18 +113,17 @@ static void finish_reply(struct um_event *ev)
          * Python was handed */
         int from_entry = (ev->flags & UM_FROM_ENTRY) || thr(tid)->injected;
         thr(tid)->injected = 0;
-        if (ev->changed & (UM_CHANGED_ARGS | UM_CHANGED_NR)) {
-            stats.rewritten++;
-            set_call(tid, abi, ev->nr, ev->args);
-        }
         if (ev->reply == UM_REPLY_SKIP) {
+            /* the number given with the arguments does not matter: -1 */
             stats.skipped++;
-            if (!(ev->changed & UM_CHANGED_NR)) {
-                uint64_t a[6];
-                memcpy(a, ev->args, sizeof a);
-                set_call(tid, abi, -1, a);
-            }
-            set_return(tid, abi, ev->rval);
+            if (ev->changed & (UM_CHANGED_ARGS | UM_CHANGED_NR))
+                stats.rewritten++;
+            skip_call(tid, abi, ev->args, ev->rval);
+            thr(tid)->exit_wanted = 0;
+            ptrace(PTRACE_CONT, tid, 0, 0);
+        } else if ((ev->changed & (UM_CHANGED_ARGS | UM_CHANGED_NR)) &&
+                   (stats.rewritten++, rewrite_call(tid, abi, ev->nr, ev->args) != 0)) {
+            /* not rewritten: failed with EIO (or gone, or killed) */
             thr(tid)->exit_wanted = 0;
             ptrace(PTRACE_CONT, tid, 0, 0);
         } else {
@@ -149,9 +148,10 @@ static void finish_reply(struct um_event *ev)
         /* restore what entry changed (the syscall ABI preserves argument
          * registers), then give the result */
         if ((ev->changed & UM_CHANGED_ARGS) && !(ev->flags & UM_EXIT_AFTER_EXEC))
-            set_args_regs(tid, abi, ev->args);
+            write_failed(tid, "the arguments of a call could not be restored at its exit",
+                         set_args_regs(tid, abi, ev->args));
         if (ev->changed & UM_CHANGED_RVAL)
-            set_return(tid, abi, ev->rval);
+            write_failed(tid, "the result of a call could not be set at its exit", set_return(tid, abi, ev->rval));
         resume(tid, PTRACE_CONT, 0);
     } else if (ev->kind == UM_EV_NOTIF) {
         finish_notif(ev);
@@ -304,8 +304,7 @@ int um_next(struct um_event *ev)
                 /* a call from an ABI or of a kind no engine can decode */
                 stats.refused++;
                 cur_sci = si;
-                set_call(tid, abi < 0 ? UM_ABI_X86_64 : abi, -1, si.seccomp.args);
-                set_return(tid, abi < 0 ? UM_ABI_X86_64 : abi, -ENOSYS);
+                skip_call(tid, abi < 0 ? UM_ABI_X86_64 : abi, si.seccomp.args, -ENOSYS);
                 ptrace(PTRACE_CONT, tid, 0, 0);
                 continue;
             }

@@ -92,7 +92,23 @@ int get_regs(int tid, struct user_regs_struct *r)
 
 
 
-/* Write number and arguments of the stopped call (entry or seccomp stop). */
+/* Register writes that fail on purpose (um_test_fail_writes): UM_FAIL_* bits */
+static int fail_writes;
+
+void um_test_fail_writes(int mask) { fail_writes = mask; }
+
+static long poke(int req, pid_t tid, long addr, void *data, int fail_bit)
+{
+    if (fail_writes & fail_bit) {
+        errno = EIO;
+        return -1;
+    }
+    return ptrace(req, tid, addr, data);
+}
+
+/* Write number and arguments of the stopped call (entry or seccomp stop):
+ * PTRACE_SET_SYSCALL_INFO where the kernel has it (Linux 6.16), else, or if
+ * it fails, the registers. 0 or -errno (-ESRCH: the thread is gone). */
 int set_call(int tid, int abi, long nr, const uint64_t *args)
 {
     if (ssi_state >= 0) {
@@ -101,7 +117,7 @@ int set_call(int tid, int abi, long nr, const uint64_t *args)
         si.flags = 0;
         si.entry.nr = (uint64_t)nr;
         memcpy(si.entry.args, args, sizeof si.entry.args);
-        if (ptrace(UM_PTRACE_SET_SYSCALL_INFO, tid, sizeof si, &si) == 0) {
+        if (poke(UM_PTRACE_SET_SYSCALL_INFO, tid, sizeof si, &si, UM_FAIL_SSI) == 0) {
             ssi_state = 1;
             return 0;
         }
@@ -109,8 +125,7 @@ int set_call(int tid, int abi, long nr, const uint64_t *args)
             return -ESRCH;
         if (ssi_state == 0 && (errno == EIO || errno == EINVAL))
             ssi_state = -1; /* kernel before 6.16: registers from now on */
-        else
-            return -errno;
+        /* else: the registers, for this call */
     }
     struct user_regs_struct r;
     int e = get_regs(tid, &r);
@@ -120,7 +135,7 @@ int set_call(int tid, int abi, long nr, const uint64_t *args)
     REG(&r, m->nr) = (unsigned long long)nr;
     for (int i = 0; i < 6; i++)
         REG(&r, m->args[i]) = args[i];
-    return ptrace(PTRACE_SETREGS, tid, 0, &r) ? -errno : 0;
+    return poke(PTRACE_SETREGS, tid, 0, &r, UM_FAIL_SETREGS) ? -errno : 0;
 }
 
 int set_args_regs(int tid, int abi, const uint64_t *args)
@@ -131,12 +146,51 @@ int set_args_regs(int tid, int abi, const uint64_t *args)
         return e;
     for (int i = 0; i < 6; i++)
         REG(&r, regmap[abi].args[i]) = args[i];
-    return ptrace(PTRACE_SETREGS, tid, 0, &r) ? -errno : 0;
+    return poke(PTRACE_SETREGS, tid, 0, &r, UM_FAIL_SETREGS) ? -errno : 0;
 }
 
 int set_return(int tid, int abi, int64_t val)
 {
-    return ptrace(PTRACE_POKEUSER, tid, regmap[abi].ret, (long)val) ? -errno : 0;
+    return poke(PTRACE_POKEUSER, tid, regmap[abi].ret, (void *)(intptr_t)val, UM_FAIL_POKEUSER) ? -errno : 0;
+}
+
+/* If err says a write to a live thread failed (0 is success, -ESRCH a
+ * thread gone: neither is reported): count it, and say it on stderr. */
+void write_failed(pid_t tid, const char *what, int err)
+{
+    if (err == 0 || err == -ESRCH)
+        return;
+    stats.write_failed++;
+    fprintf(stderr, "umview: thread %d: %s (%s)\n", (int)tid, what, strerror(-err));
+}
+
+/* The stopped call must not run: its number becomes -1 and the tracee gets
+ * rval. A thread whose number cannot be set is killed (SIGKILL ends its
+ * stop without running the call) rather than let run a call the monitor
+ * refused. 0, or -errno if something failed. */
+int skip_call(pid_t tid, int abi, const uint64_t *args, int64_t rval)
+{
+    int e = set_call(tid, abi, -1, args);
+    if (e) {
+        if (e != -ESRCH && kill(tid, SIGKILL) == 0)
+            write_failed(tid, "a call to skip could not be stopped: the thread is killed", e);
+        return e;
+    }
+    e = set_return(tid, abi, rval);
+    write_failed(tid, "the result of a skipped call could not be set", e);
+    return e;
+}
+
+/* Rewrite the stopped call's number and arguments. If that fails it must
+ * not run as it is: it fails with EIO (skip_call). 0 if rewritten. */
+int rewrite_call(pid_t tid, int abi, long nr, const uint64_t *args)
+{
+    int e = set_call(tid, abi, nr, args);
+    if (e && e != -ESRCH) {
+        write_failed(tid, "a rewritten call could not be written: it fails with EIO", e);
+        skip_call(tid, abi, args, -EIO);
+    }
+    return e;
 }
 
 int um_ssi_available(void) { return ssi_state; }
