@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 6
+#define UM_CORE_VERSION 7
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -121,9 +121,8 @@ void um_stats_get(struct um_stats *out);
 int um_table_reset(int nsc);
 int um_map_nr(int abi, long nr, int sc);
 int um_set_path_arg(int abi, int sc, int slot, int path_idx, int dirfd_idx, int emptyok_flags_idx);
-int um_set_claim(int sc, int mode);
+int um_set_claim(int abi, int sc, int mode); /* the claim bits of sc on one ABI */
 int um_prefix_clear(void);
-int um_prefix_add(const char *prefix); /* = um_prefix_add_kind(prefix, UM_PREFIX_PLAIN) */
 
 /* kinds of prefix (see docs/internals.md, "Layered prefixes") */
 #define UM_PREFIX_PLAIN 0   /* calls with a path under it go to Python */
@@ -157,6 +156,7 @@ int um_layer_get(const char *path);           /* its kind, 0 if absent */
                             * answer is the copy's where a write would copy up) */
 int um_set_write(int sc, int kind, int argidx);
 void um_set_fd_check(int on); /* AT_EMPTY_PATH calls on an fd under a plain prefix go to Python */
+/* offsets into struct user_regs_struct; -EINVAL unless each is in it and 8-byte aligned */
 int um_set_regmap(int abi, int nr_off, int ret_off, const int *arg_offs);
 int um_filter_trap_nr(int abi, long nr, int how); /* no effect once um_spawn ran: the filter is fixed */
 int um_filter_clear(void);
@@ -178,7 +178,7 @@ void um_set_event_mask(int mask);
 void um_set_spin(int iterations);
 
 /* --- running --- */
-int um_spawn(char *const argv[], int flags);
+int um_spawn(char *const argv[]);
 int um_next(struct um_event *ev);
 int um_first_status(void);
 int um_spawn_error(void);
@@ -188,7 +188,6 @@ int um_read_mem(int tid, uint64_t addr, void *buf, size_t len);
 int um_write_mem(int tid, uint64_t addr, const void *buf, size_t len);
 int um_read_string(int tid, uint64_t addr, char *buf, int size);
 int um_resolve_path(int tid, int abi, int sc, int slot, const uint64_t *args, char *out, int size);
-int um_ssi_available(void);
 int um_notif_supported(void);
 #define UM_VCWD 1          /* um_set_vcwd: its cwd is virtual */
 #define UM_VCWD_FAITHFUL 2 /* ... and the kernel's cwd shows the same names below it:

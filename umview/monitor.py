@@ -205,9 +205,9 @@ class Dispatcher:
         plain_root = prefixes.get(b"/") == lib.UM_PREFIX_PLAIN
         core.check(lib.um_filter_clear())
         for name in self.table.names:
-            core.check(lib.um_set_claim(self.table.index[name], 0))
+            _set_claim(self.table.index[name], 0)
         for name, mode in modes.items():
-            core.check(lib.um_set_claim(self.table.index[name], mode))
+            _set_claim(self.table.index[name], mode)
             # path claims whose paths mostly stay in C: a notification (5 us
             # here) instead of a ptrace stop (45 us); Python's calls pay a
             # second stop. Claims of every call, and a plain "/" prefix, stay
@@ -218,7 +218,7 @@ class Dispatcher:
                 # socket() of vnet alone: Python answers the notification itself
                 # (a socket in one ioctl, Call.complete_with_fd), no ptrace stop
                 how = lib.UM_TRAP_NOTIF
-                core.check(lib.um_set_claim(self.table.index[name], mode | lib.UM_CLAIM_NOTIFY))
+                _set_claim(self.table.index[name], mode | lib.UM_CLAIM_NOTIFY)
             for abi in self.table.arch.ABIS:
                 nr = abi.numbers.get(name)
                 if nr is not None:
@@ -291,6 +291,13 @@ def _run_engine(engine, hook, call):
         call.retval = -errno.EIO
         return None
     return CONTINUE if result is None and hook == "enter" else result
+
+
+def _set_claim(sc, mode):
+    """The claim bits of neutral call sc, the same on every ABI (the C core
+    keeps them per ABI: um_set_claim(abi, sc, mode))."""
+    for abi_id in range(lib.UM_NABI):
+        core.check(lib.um_set_claim(abi_id, sc, mode))
 
 
 def _run_hook(hook, *args):
@@ -444,7 +451,7 @@ class Monitor:
         if self.table is None:
             core.check(lib.um_table_reset(1))
             core.check(lib.um_set_control_sc(0))
-            core.check(lib.um_set_claim(0, lib.UM_CLAIM_ALL))
+            _set_claim(0, lib.UM_CLAIM_ALL)
             self._trapped = set()
         else:
             self.table.load_into_core()
@@ -453,7 +460,7 @@ class Monitor:
         self._update_hooks()
         keep = [ffi.new("char[]", os.fsencode(a)) for a in argv]
         cargv = ffi.new("char *[]", keep + [ffi.NULL])
-        pid = lib.um_spawn(cargv, 0)
+        pid = lib.um_spawn(cargv)
         if pid < 0:
             raise OSError(-pid, os.strerror(-pid), argv[0])
         self._loop()

@@ -350,7 +350,7 @@ static int fd_under_plain(int tid, int fd)
  * the way, whatever the walk finds (see docs/internals.md). */
 int needs_python(int tid, int abi, int sc, const uint64_t *args)
 {
-    int c = claim[sc];
+    int c = claim[abi][sc];
     if (c & UM_CLAIM_ALL)
         return 1;
     if ((c & UM_CLAIM_FD) && fd_under_plain(tid, (int)args[0]))

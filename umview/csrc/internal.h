@@ -186,7 +186,7 @@ void take_listener(void);
 
 /* tables.c */
 extern struct path_arg path_args[UM_NABI][MAX_SC][PATH_SLOTS];
-extern unsigned char claim[MAX_SC];
+extern unsigned char claim[UM_NABI][MAX_SC];
 extern int nsc;
 extern char *prefixes[256];
 extern size_t prefix_len[256];

@@ -295,7 +295,7 @@ int um_next(struct um_event *ev)
             }
             int abi = abi_of(&si);
             int sc = abi < 0 ? -1 : lookup_sc(abi, (long)si.seccomp.nr);
-            int c = sc >= 0 ? claim[sc]
+            int c = sc >= 0 ? claim[abi][sc]
                     : abi >= 0 && (si.seccomp.nr & ~(uint64_t)X32_BIT) != UM_NR_CONTROL &&
                               !trap[abi][si.seccomp.nr & (MAX_NR - 1)]
                         ? 0

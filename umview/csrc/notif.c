@@ -33,7 +33,7 @@ void serve_notification(int may_hand)
         int abi = abi_from(req.data.arch, req.data.nr);
         int sc = lookup_sc(abi, req.data.nr);
         if (sc >= 0 && needs_python(tid, abi, sc, (const uint64_t *)req.data.args)) {
-            if (may_hand && (claim[sc] & UM_CLAIM_NOTIFY)) {
+            if (may_hand && (claim[abi][sc] & UM_CLAIM_NOTIFY)) {
                 held_notif = req;
                 notif_state = 1;
                 return; /* answered after Python's reply */

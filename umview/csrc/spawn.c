@@ -57,9 +57,8 @@ sigset_t saved_mask;
  * through a CLOEXEC pipe (EOF means exec succeeded) and read after the loop
  * with um_spawn_error(): the loop must run meanwhile, since a claimed execve
  * stops in the tracer. */
-int um_spawn(char *const argv[], int flags)
+int um_spawn(char *const argv[])
 {
-    (void)flags;
     int go[2], err[2], lp[2];
     int r = um_init();
     if (r)

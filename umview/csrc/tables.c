@@ -5,7 +5,7 @@
 
 static short nr_to_sc[UM_NABI][MAX_NR];
 struct path_arg path_args[UM_NABI][MAX_SC][PATH_SLOTS];
-unsigned char claim[MAX_SC];
+unsigned char claim[UM_NABI][MAX_SC];
 int nsc;
 static int control_sc = -1; /* the neutral index of UM_NR_CONTROL (core.h) */
 
@@ -111,11 +111,11 @@ int um_set_path_arg(int abi, int sc, int slot, int path_idx, int dirfd_idx, int 
     return 0;
 }
 
-int um_set_claim(int sc, int mode)
+int um_set_claim(int abi, int sc, int mode)
 {
-    if (sc < 0 || sc >= nsc)
+    if (abi < 0 || abi >= UM_NABI || sc < 0 || sc >= nsc)
         return -EINVAL;
-    claim[sc] = (unsigned char)mode;
+    claim[abi][sc] = (unsigned char)mode;
     return 0;
 }
 
@@ -145,7 +145,6 @@ int um_prefix_add_kind(const char *p, int kind)
     return 0;
 }
 
-int um_prefix_add(const char *p) { return um_prefix_add_kind(p, UM_PREFIX_PLAIN); }
 
 int um_set_write(int sc, int kind, int argidx)
 {
@@ -157,10 +156,20 @@ int um_set_write(int sc, int kind, int argidx)
     return 0;
 }
 
+/* A register's offset: a whole 8-byte field of struct user_regs_struct
+ * (REG() reads and writes 8 bytes there). */
+static int regmap_offset_ok(int off)
+{
+    return off >= 0 && off % 8 == 0 && (size_t)off + 8 <= sizeof(struct user_regs_struct);
+}
+
 int um_set_regmap(int abi, int nr_off, int ret_off, const int *arg_offs)
 {
-    if (abi < 0 || abi >= UM_NABI)
+    if (abi < 0 || abi >= UM_NABI || !arg_offs || !regmap_offset_ok(nr_off) || !regmap_offset_ok(ret_off))
         return -EINVAL;
+    for (int i = 0; i < 6; i++)
+        if (!regmap_offset_ok(arg_offs[i]))
+            return -EINVAL;
     regmap[abi].nr = nr_off;
     regmap[abi].ret = ret_off;
     for (int i = 0; i < 6; i++)

@@ -193,4 +193,3 @@ int rewrite_call(pid_t tid, int abi, long nr, const uint64_t *args)
     return e;
 }
 
-int um_ssi_available(void) { return ssi_state; }
