@@ -313,7 +313,7 @@ class Stats:
     FIELDS = ("stops", "seccomp_stops", "exit_stops", "fast_continue", "python_events", "skipped",
               "rewritten", "path_reads", "refused", "signals", "group_stops", "processes",
               "notifications", "layer_walks", "injected", "inject_failed", "notif_events", "addfd",
-              "write_failed")
+              "decided_once", "notif_stale", "write_failed")
 
     def __init__(self, **counts):
         for f in self.FIELDS:
@@ -481,7 +481,12 @@ class Monitor:
 
             return Call(ev.tid, abi, ev.sc, CONTROL, ev.nr, list(ev.args), ev.ip, ev.sp)
         name = table.names[ev.sc]
-        return Call(ev.tid, abi, ev.sc, name, ev.nr, list(ev.args), ev.ip, ev.sp, table.path_pairs(abi, name))
+        pairs = table.path_pairs(abi, name)
+        call = Call(ev.tid, abi, ev.sc, name, ev.nr, list(ev.args), ev.ip, ev.sp, pairs)
+        if pairs and all(ev.path_len[i] >= 0 for i in range(len(pairs))):
+            # the paths the C core resolved deciding the call (struct um_event)
+            call._paths = [ffi.buffer(ev.path[i], ev.path_len[i])[:] for i in range(len(pairs))]
+        return call
 
     def _loop(self):
         ev = ffi.new("struct um_event *")

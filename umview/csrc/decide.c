@@ -56,69 +56,6 @@ static int has_dotdot(const char *p)
     return 0;
 }
 
-/* Resolve path argument `slot` of the call to an absolute, lexically
- * normalized path in out. An empty path with AT_EMPTY_PATH stands for its
- * dirfd: with fd_ok it resolves to the fd's path, without it -ENOENT (the
- * call acts on an open file, not on a path). Returns the length or -errno
- * (unreadable, too long, or the base directory is not a directory).
- * *climbs (if given): a relative path with a ".." component. */
-static int resolve(int tid, const struct path_arg *pa, const uint64_t *args, char *out, int size, int fd_ok,
-                   char *raw, int *climbs)
-{
-    if (climbs)
-        *climbs = 0;
-    if (pa->path < 0)
-        return -ENOENT;
-    char rel[PATH_MAX + 1];
-    int n = um_read_string(tid, args[pa->path], rel, sizeof rel);
-    if (n < 0)
-        return n;
-    stats.path_reads++;
-    if (rel[0] == '/') {
-        if (n >= size)
-            return -ENAMETOOLONG;
-        memcpy(out, rel, (size_t)n + 1);
-        if (raw)
-            memcpy(raw, rel, (size_t)n + 1);
-        return normalize(out);
-    }
-    int dotdot = has_dotdot(rel);
-    if (climbs)
-        *climbs = dotdot;
-    int dirfd = pa->dirfd >= 0 ? (int)args[pa->dirfd] : AT_FDCWD_;
-    /* relative to a virtual cwd: only Python knows where that is */
-    if (!fd_ok && n > 0 && dirfd == AT_FDCWD_ && thr(tid)->vcwd && !(thr(tid)->faithful && !dotdot))
-        return -EAGAIN;
-    /* "" is ENOENT unless AT_EMPTY_PATH makes it the dirfd itself */
-    if (n == 0 && (!fd_ok || pa->emptyflg < 0 || !(args[pa->emptyflg] & AT_EMPTY_PATH_)))
-        return -ENOENT;
-    char proc[64];
-    if (dirfd == AT_FDCWD_)
-        snprintf(proc, sizeof proc, "/proc/%d/cwd", tid);
-    else
-        snprintf(proc, sizeof proc, "/proc/%d/fd/%d", tid, dirfd);
-    int b = read_link(proc, out, size);
-    if (b < 0)
-        return b == -ENOENT ? -EBADF : b;
-    if (out[0] != '/')
-        return -ENOTDIR; /* a pipe, socket or anon inode: not a directory */
-    if (n == 0)
-        return normalize(out);
-    if (b + 1 + n >= size)
-        return -ENAMETOOLONG;
-    out[b] = '/';
-    memcpy(out + b + 1, rel, (size_t)n + 1);
-    if (raw)
-        memcpy(raw, out, (size_t)(b + 1 + n) + 1);
-    return normalize(out);
-}
-
-int um_resolve_path(int tid, int abi, int sc, int slot, const uint64_t *args, char *out, int size)
-{
-    if (abi < 0 || abi >= UM_NABI || sc < 0 || sc >= nsc || slot < 0 || slot >= PATH_SLOTS || size < 2)
-        return -EINVAL;
-    return resolve(tid, &path_args[abi][sc][slot], args, out, size, 1, NULL, NULL);
-}
 
 /* How the prefix table sees a normalized absolute path: UM_PREFIX_PLAIN if
  * a plain prefix holds it; otherwise the kind of the longest layered or real
@@ -145,26 +82,6 @@ static int prefix_kind_of(const char *p)
 
 int um_prefix_kind(const char *p) { return p[0] == '/' ? prefix_kind_of(p) : -EINVAL; }
 
-/* Does this call modify the file system (the write table)? */
-static int call_writes(int tid, int sc, const uint64_t *args)
-{
-    const uint64_t wflags = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC; /* O_TMPFILE has O_RDWR or O_WRONLY */
-    uint64_t flags;
-    switch (write_kind[sc]) {
-    case UM_WRITE_ALWAYS:
-        return 1;
-    case UM_WRITE_OFLAGS:
-        return (args[write_arg[sc]] & wflags) != 0;
-    case UM_WRITE_OPENHOW:
-        /* unreadable: Python (and then the kernel) gives the EFAULT */
-        if (um_read_mem(tid, args[write_arg[sc]], &flags, sizeof flags) != sizeof flags)
-            return 1;
-        return (flags & wflags) != 0;
-    case UM_WRITE_ACCESS:
-        return (args[write_arg[sc]] & 2 /* W_OK */) != 0;
-    }
-    return 0;
-}
 
 /* Is there a symlink on this absolute path (as the kernel would walk it,
  * ".." included, the last component followed)? One openat2 with
@@ -176,7 +93,7 @@ struct um_open_how {
 static int openat2_state; /* 0 unknown/works, -1 absent */
 static int check_symlinks; /* set by Python when an engine walks symlinks in the view */
 static uint64_t family_set;  /* socket families engines claim (UM_CLAIM_FAMILY): bit f = family f */
-static int fd_check;       /* set by Python: see fd_needs_python */
+static int fd_check;       /* set by Python: an empty or NULL path's dirfd is looked at (um_decide) */
 
 void um_set_symlink_check(int on) { check_symlinks = on; }
 void um_set_families(uint64_t bits) { family_set = bits; }
@@ -301,110 +218,315 @@ static int walk_needs_python(const char *raw, int writes)
     return visit_needs_python(cur, clen, 1, writes);
 }
 
-/* An empty path with AT_EMPTY_PATH, or a NULL one (utimensat, futimesat),
- * names the dirfd itself (glibc's fstat is newfstatat(fd, "",
- * AT_EMPTY_PATH)): Python sees the call if that fd's file lies under a plain
- * prefix (a module that serves directory listings from a private directory
- * must translate fstat on them), or if the call writes and the file lies
- * under a layered prefix (a lower file changed through an fd, as futimens or
- * fchownat(fd, "", AT_EMPTY_PATH) do, must be copied up first). Costs a
- * readlink, so only with fd_check. */
-static int fd_needs_python(int tid, int sc, const struct path_arg *pa, const uint64_t *args)
+
+/* ------------------------------------------------------------------ */
+/* gathering: what the decision needs from the tracee                  */
+/* ------------------------------------------------------------------ */
+
+/* What the dirfd (or, for AT_FDCWD, the cwd) of thread tid names, into base.
+ * 0, or -EBADF for a bad fd (the kernel says so too). */
+static int read_base(pid_t tid, int dirfd, char *base)
 {
-    char c, proc[64], path[PATH_MAX + 1];
-    if (pa->dirfd < 0)
-        return 0;
-    if (args[pa->path] != 0) {
-        if (pa->emptyflg < 0 || !(args[pa->emptyflg] & AT_EMPTY_PATH_))
-            return 0;
-        if (um_read_mem(tid, args[pa->path], &c, 1) != 1 || c != 0)
-            return 0;
-    }
-    int fd = (int)args[pa->dirfd];
-    if (fd == AT_FDCWD_)
+    char proc[64];
+    if (dirfd == AT_FDCWD_)
         snprintf(proc, sizeof proc, "/proc/%d/cwd", tid);
     else
-        snprintf(proc, sizeof proc, "/proc/%d/fd/%d", tid, fd);
-    if (read_link(proc, path, sizeof path) < 0 || path[0] != '/')
-        return 0; /* a bad fd (the kernel says so), or a pipe, socket ... */
-    int k = prefix_kind_of(path);
-    return k == UM_PREFIX_PLAIN || (k == UM_PREFIX_LAYERED && call_writes(tid, sc, args));
+        snprintf(proc, sizeof proc, "/proc/%d/fd/%d", tid, dirfd);
+    int b = read_link(proc, base, UM_PATH_BUF);
+    if (b < 0)
+        return b == -ENOENT ? -EBADF : b;
+    return 0;
 }
 
-/* Is fd's file under a plain prefix (a private directory of a module, such
- * as viewfs's listing directories, whose getdents it fixes)? A readlink. */
-static int fd_under_plain(int tid, int fd)
+/* Read path argument pa of the call, and the directory it starts from when
+ * it is relative; for an empty or NULL path that names its dirfd, that
+ * fd's file only if fd_base (a readlink that fstat, glibc's
+ * newfstatat(fd, "", AT_EMPTY_PATH), would pay at every call). */
+static void gather_slot(pid_t tid, const struct path_arg *pa, const uint64_t *args, struct um_decide_slot *s,
+                        int fd_base)
 {
-    char proc[64], path[PATH_MAX + 1];
-    if (fd < 0)
-        return 0;
-    snprintf(proc, sizeof proc, "/proc/%d/fd/%d", tid, fd);
-    if (read_link(proc, path, sizeof path) < 0 || path[0] != '/')
-        return 0; /* a bad fd (the kernel says so), or a pipe, socket ... */
-    return prefix_kind_of(path) == UM_PREFIX_PLAIN;
-}
-
-/* Does Python need to see this trapped call? For each path argument: under
- * a plain prefix, yes; under a layered one (and no real one inside it), if
- * the call writes or the layer set names the path; and if a symlink is on
- * the way, whatever the walk finds (see docs/internals.md). */
-int needs_python(int tid, int abi, int sc, const uint64_t *args)
-{
-    int c = claim[abi][sc];
-    if (c & UM_CLAIM_ALL)
-        return 1;
-    if ((c & UM_CLAIM_FD) && fd_under_plain(tid, (int)args[0]))
-        return 1;
-    if ((c & UM_CLAIM_VCWD) && thr(tid)->vcwd)
-        return 1;
-    if (c & UM_CLAIM_FAMILY) {
-        int family = (int)args[0];
-        if (family < 0 || family >= 64 || (family_set >> family) & 1)
-            return 1;
+    s->state = UM_SLOT_NONE;
+    s->base_known = 0;
+    s->str[0] = 0;
+    if (pa->path < 0)
+        return;
+    int dirfd = pa->dirfd >= 0 ? (int)args[pa->dirfd] : AT_FDCWD_;
+    s->cwd_relative = dirfd == AT_FDCWD_;
+    int n;
+    if (args[pa->path] == 0 && pa->dirfd >= 0) {
+        s->state = UM_SLOT_NULL;
+    } else if ((n = um_read_string(tid, args[pa->path], s->str, UM_PATH_BUF)) < 0) {
+        s->state = UM_SLOT_ERROR;
+        s->err = n;
+        return;
+    } else {
+        stats.path_reads++;
+        if (s->str[0] == '/') {
+            s->state = UM_SLOT_PATH;
+            return;
+        }
+        if (n > 0) {
+            s->state = UM_SLOT_PATH;
+        } else if (pa->dirfd >= 0 && pa->emptyflg >= 0 && (args[pa->emptyflg] & AT_EMPTY_PATH_)) {
+            s->state = UM_SLOT_EMPTY;
+        } else {
+            s->state = UM_SLOT_ERROR; /* "" is ENOENT unless AT_EMPTY_PATH makes it the dirfd */
+            s->err = -ENOENT;
+            return;
+        }
     }
-    if ((c & UM_CLAIM_UNIXADDR) && args[2] > 2) {
+    if (s->state != UM_SLOT_PATH && !fd_base)
+        return;
+    int e = read_base(tid, dirfd, s->base);
+    if (e && s->state == UM_SLOT_PATH) {
+        s->state = UM_SLOT_ERROR;
+        s->err = e;
+    }
+    s->base_known = !e;
+}
+
+/* Fill in what um_decide needs for this call, reading only what its claim
+ * bits ask for. Returns 1 if it read tracee memory or /proc (a notification
+ * must then be checked as still valid before acting on it), else 0. */
+static int gather(pid_t tid, struct um_decide_in *in)
+{
+    int abi = in->abi, read = 0;
+    in->vcwd = (thr(tid)->vcwd ? UM_VCWD : 0) | (thr(tid)->faithful ? UM_VCWD_FAITHFUL : 0);
+    in->walk = 1;
+    in->fd0[0] = 0;
+    in->unix_path = 0;
+    in->how_readable = 0;
+    for (int s = 0; s < PATH_SLOTS; s++)
+        in->slot[s].state = UM_SLOT_NONE;
+    int sc = abi < 0 || abi >= UM_NABI ? -1 : lookup_sc(abi, (long)in->nr);
+    if (sc < 0)
+        return 0;
+    int c = claim[abi][sc];
+    if (c & (UM_CLAIM_REFUSE | UM_CLAIM_ALL))
+        return 0;
+    if ((c & UM_CLAIM_FD) && (int)in->args[0] >= 0) {
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/%d/fd/%d", tid, (int)in->args[0]);
+        if (read_link(proc, in->fd0, UM_PATH_BUF) < 0)
+            in->fd0[0] = 0; /* a bad fd: the kernel says so */
+        read = 1;
+    }
+    if ((c & UM_CLAIM_UNIXADDR) && in->args[2] > 2) {
         unsigned char head[3];
-        if (um_read_mem(tid, args[1], head, sizeof head) == (int)sizeof head && head[0] == AF_UNIX &&
-            head[1] == 0 && head[2] != 0)
-            return 1;
+        in->unix_path = um_read_mem(tid, in->args[1], head, sizeof head) == (int)sizeof head &&
+                        head[0] == AF_UNIX && head[1] == 0 && head[2] != 0;
+        read = 1;
     }
     if (!(c & UM_CLAIM_PATH))
-        return 0;
-    char buf[PATH_MAX + 1], raw[PATH_MAX + 1];
-    int writes = -1; /* looked up once, when a layered path needs it */
-    for (int s = 0; s < PATH_SLOTS; s++) {
-        const struct path_arg *pa = &path_args[abi][sc][s];
-        if (pa->path < 0)
-            continue;
-        /* an empty path with AT_EMPTY_PATH names an open file, not a path:
-         * whoever owns that fd decides, not the prefix table */
-        int climbs;
-        int n = resolve(tid, pa, args, buf, sizeof buf, 0, raw, &climbs);
-        if (fd_check && (n == -ENOENT || n == -EFAULT) && fd_needs_python(tid, sc, pa, args))
-            return 1;
-        if (n == -ENAMETOOLONG || n == -EFAULT || n == -ENOENT || n == -ENOTDIR || n == -EBADF)
-            continue; /* the kernel gives the tracee the same errno */
-        if (n < 0)
-            return 1; /* unsure: let Python decide */
-        int k = prefix_kind_of(buf);
-        if (k == UM_PREFIX_PLAIN)
-            return 1;
-        /* ".." from a directory of a layer's upper directory: its parent
-         * there lacks what the view shows (the lower layer's names) */
-        if (climbs && (k == UM_PREFIX_ALIAS || prefix_kind_of(raw) == UM_PREFIX_ALIAS))
-            return 1;
-        if (k == UM_PREFIX_LAYERED) {
-            if (writes < 0)
-                writes = call_writes(tid, sc, args);
-            if (writes || layer_hit(buf, (size_t)n))
-                return 1;
-        }
-        if (check_symlinks && nprefixes > 0 && symlink_on_path(raw)) {
-            if (writes < 0)
-                writes = call_writes(tid, sc, args);
-            if (walk_needs_python(raw, writes))
-                return 1;
+        return read;
+    for (int s = 0; s < PATH_SLOTS; s++)
+        gather_slot(tid, &path_args[abi][sc][s], in->args, &in->slot[s], fd_check);
+    if (write_kind[sc] == UM_WRITE_OPENHOW)
+        in->how_readable = um_read_mem(tid, in->args[write_arg[sc]], &in->how_flags, sizeof in->how_flags) ==
+                           (int)sizeof in->how_flags;
+    return 1;
+}
+
+/* ------------------------------------------------------------------ */
+/* resolving a gathered path (lexical: no symlinks)                    */
+/* ------------------------------------------------------------------ */
+
+/* The slot's path made absolute and normalized into out (UM_PATH_BUF
+ * bytes), as um_resolve_path gives it: an empty path with AT_EMPTY_PATH
+ * stands for its dirfd's file. Its length, or -errno (unreadable, too long,
+ * the base not a directory; -EAGAIN: the base was not gathered). raw (if
+ * given) gets the absolute path before normalizing, *climbs whether a
+ * relative path has a ".." component. */
+static int slot_path(const struct um_decide_slot *s, char *out, char *raw, int *climbs)
+{
+    *climbs = 0;
+    if (s->state == UM_SLOT_ERROR)
+        return s->err;
+    if (s->state == UM_SLOT_NULL)
+        return -EFAULT;
+    if (s->state != UM_SLOT_PATH && s->state != UM_SLOT_EMPTY)
+        return -ENOENT;
+    size_t n = strnlen(s->str, UM_PATH_BUF);
+    if (n >= UM_PATH_BUF)
+        return -ENAMETOOLONG;
+    if (s->state == UM_SLOT_PATH && s->str[0] == '/') {
+        memcpy(out, s->str, n + 1);
+    } else {
+        if (s->state == UM_SLOT_PATH)
+            *climbs = has_dotdot(s->str);
+        if (!s->base_known)
+            return -EAGAIN;
+        if (s->base[0] != '/')
+            return -ENOTDIR; /* a pipe, socket or anon inode: not a directory */
+        size_t b = strnlen(s->base, UM_PATH_BUF);
+        if (b + (n ? 1 + n : 0) >= UM_PATH_BUF)
+            return -ENAMETOOLONG;
+        memcpy(out, s->base, b + 1);
+        if (n) {
+            out[b] = '/';
+            memcpy(out + b + 1, s->str, n + 1);
         }
     }
+    if (raw)
+        strcpy(raw, out);
+    return normalize(out);
+}
+
+int um_resolve_path(int tid, int abi, int sc, int slot, const uint64_t *args, char *out, int size)
+{
+    static struct um_decide_slot s;
+    static char buf[UM_PATH_BUF];
+    int climbs;
+    if (abi < 0 || abi >= UM_NABI || sc < 0 || sc >= nsc || slot < 0 || slot >= PATH_SLOTS || size < 2)
+        return -EINVAL;
+    gather_slot(tid, &path_args[abi][sc][slot], args, &s, 1);
+    int n = slot_path(&s, buf, NULL, &climbs);
+    if (n < 0)
+        return n;
+    if (n >= size)
+        return -ENAMETOOLONG;
+    memcpy(out, buf, (size_t)n + 1);
+    return n;
+}
+
+/* Does this call modify the file system (the write table)? */
+static int call_writes(const struct um_decide_in *in, int sc)
+{
+    const uint64_t wflags = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC; /* O_TMPFILE has O_RDWR or O_WRONLY */
+    switch (write_kind[sc]) {
+    case UM_WRITE_ALWAYS:
+        return 1;
+    case UM_WRITE_OFLAGS:
+        return (in->args[write_arg[sc]] & wflags) != 0;
+    case UM_WRITE_OPENHOW:
+        /* unreadable: Python (and then the kernel) gives the EFAULT */
+        return !in->how_readable || (in->how_flags & wflags) != 0;
+    case UM_WRITE_ACCESS:
+        return (in->args[write_arg[sc]] & 2 /* W_OK */) != 0;
+    }
     return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* the decision                                                        */
+/* ------------------------------------------------------------------ */
+
+/* The claim bits of a call: its entry in the claim table; for a number no
+ * table knows, refused if the filter traps it (a control call with no one
+ * to answer: ENOSYS) or from an ABI no one decodes, else none. */
+static int claim_of(int abi, uint64_t nr, int sc)
+{
+    if (abi < 0 || abi >= UM_NABI)
+        return UM_CLAIM_REFUSE;
+    if (sc >= 0)
+        return claim[abi][sc];
+    return (nr & ~(uint64_t)X32_BIT) != UM_NR_CONTROL && !trap[abi][nr & (MAX_NR - 1)] ? 0 : UM_CLAIM_REFUSE;
+}
+
+/* Does Python need to see this call, from what was gathered and the
+ * tables? For each path argument: under a plain prefix, yes; under a
+ * layered one (and no real one inside it), if the call writes or the layer
+ * set names the path; and if a symlink is on the way, whatever the walk
+ * finds (see docs/internals.md). An empty or NULL path names its dirfd:
+ * whoever owns that fd decides, not the prefix table (fd_check). Every path
+ * slot is resolved for the event, also once the answer is known. */
+int um_decide(struct um_decide_in *in)
+{
+    int abi = in->abi;
+    for (int s = 0; s < PATH_SLOTS; s++) {
+        in->path_len[s] = -1;
+        in->path_kind[s] = -1;
+    }
+    in->sc = abi < 0 || abi >= UM_NABI ? -1 : lookup_sc(abi, (long)in->nr);
+    int sc = in->sc, c = claim_of(abi, in->nr, sc);
+    if (c & UM_CLAIM_REFUSE)
+        return UM_DECIDE_REFUSE;
+    if (sc < 0)
+        return UM_DECIDE_NATIVE;
+    int python = (c & UM_CLAIM_ALL) != 0;
+    if ((c & UM_CLAIM_FD) && in->fd0[0] == '/' && prefix_kind_of(in->fd0) == UM_PREFIX_PLAIN)
+        python = 1;
+    if ((c & UM_CLAIM_VCWD) && (in->vcwd & UM_VCWD))
+        python = 1;
+    if (c & UM_CLAIM_FAMILY) {
+        int family = (int)in->args[0];
+        if (family < 0 || family >= 64 || (family_set >> family) & 1)
+            python = 1;
+    }
+    if ((c & UM_CLAIM_UNIXADDR) && in->unix_path)
+        python = 1;
+    if (!(c & UM_CLAIM_PATH))
+        return python;
+    static char raw[UM_PATH_BUF];
+    int writes = -1; /* looked up once, when a path needs it */
+    for (int s = 0; s < PATH_SLOTS; s++) {
+        const struct um_decide_slot *st = &in->slot[s];
+        int climbs, n = slot_path(st, in->path[s], raw, &climbs);
+        /* relative to a virtual cwd: only Python knows where that is */
+        int unsure = st->state == UM_SLOT_PATH && st->str[0] != '/' && st->cwd_relative && (in->vcwd & UM_VCWD) &&
+                     !((in->vcwd & UM_VCWD_FAITHFUL) && !climbs);
+        if (n >= 0 && !unsure) {
+            in->path_len[s] = n;
+            in->path_kind[s] = prefix_kind_of(in->path[s]);
+        }
+        if (python)
+            continue;
+        if (st->state == UM_SLOT_EMPTY || st->state == UM_SLOT_NULL) {
+            /* the dirfd's file: under a plain prefix (a module that serves
+             * listings from a private directory translates fstat on them),
+             * or written under a layered one (a lower file changed through
+             * an fd, as futimens does, is copied up first) */
+            if (fd_check && st->base_known && st->base[0] == '/') {
+                int k = prefix_kind_of(st->base);
+                if (writes < 0 && k == UM_PREFIX_LAYERED)
+                    writes = call_writes(in, sc);
+                python = k == UM_PREFIX_PLAIN || (k == UM_PREFIX_LAYERED && writes);
+            }
+            continue;
+        }
+        if (unsure || n == -EAGAIN) {
+            python = 1;
+            continue;
+        }
+        if (n < 0) {
+            /* the kernel gives the tracee the same errno; any other failure: unsure */
+            python = !(n == -ENAMETOOLONG || n == -EFAULT || n == -ENOENT || n == -ENOTDIR || n == -EBADF);
+            continue;
+        }
+        int k = in->path_kind[s];
+        if (k == UM_PREFIX_PLAIN) {
+            python = 1;
+            continue;
+        }
+        /* ".." from a directory of a layer's upper directory: its parent
+         * there lacks what the view shows (the lower layer's names) */
+        if (climbs && (k == UM_PREFIX_ALIAS || prefix_kind_of(raw) == UM_PREFIX_ALIAS)) {
+            python = 1;
+            continue;
+        }
+        if (k == UM_PREFIX_LAYERED) {
+            if (writes < 0)
+                writes = call_writes(in, sc);
+            if (writes || layer_hit(in->path[s], (size_t)n)) {
+                python = 1;
+                continue;
+            }
+        }
+        if (in->walk && check_symlinks && nprefixes > 0 && symlink_on_path(raw)) {
+            if (writes < 0)
+                writes = call_writes(in, sc);
+            python = walk_needs_python(raw, writes);
+        }
+    }
+    return python;
+}
+
+/* Gather and decide: UM_DECIDE_*, with in->sc and the resolved paths set.
+ * *read (if given): whether tracee memory or /proc was read. */
+int decide_call(pid_t tid, struct um_decide_in *in, int *read)
+{
+    int r = gather(tid, in);
+    if (read)
+        *read = r;
+    return um_decide(in);
 }

@@ -128,6 +128,17 @@ struct um_thread {
                                * on it at its next interrupt stop (um_filter_inject) */
     unsigned injected : 1;    /* um_inject ran: the pending call waits at its syscall-entry stop */
     unsigned injecting : 1;   /* in um_inject: its notifications are answered CONTINUE */
+    struct um_note *note;     /* redirected: the decision for the restart (decide once) */
+};
+
+/* A call a notification sent to Python, redirected to a ptrace stop: its
+ * restart's entry stop goes to Python without a second decision if it is
+ * the same call (ABI, number and arguments). */
+struct um_note {
+    int abi, sc;
+    uint64_t nr, args[6];
+    char path[PATH_SLOTS][UM_PATH_BUF];
+    int path_len[PATH_SLOTS], path_kind[PATH_SLOTS];
 };
 
 
@@ -151,7 +162,7 @@ struct bpf_buf {
 
 
 /* decide.c */
-int needs_python(int tid, int abi, int sc, const uint64_t *args);
+int decide_call(pid_t tid, struct um_decide_in *in, int *read);
 
 /* filter.c */
 int any_notif(void);
@@ -184,6 +195,9 @@ extern int setup_fd, go_fd, listener_fd, sigchld_fd;
 extern sigset_t saved_mask;
 void take_listener(void);
 
+/* loop.c */
+void event_paths(struct um_event *ev, const char (*path)[UM_PATH_BUF], const int *len, const int *kind);
+
 /* tables.c */
 extern struct path_arg path_args[UM_NABI][MAX_SC][PATH_SLOTS];
 extern unsigned char claim[UM_NABI][MAX_SC];
@@ -214,6 +228,9 @@ extern pid_t cur_tid;
 struct um_thread *thr(pid_t tid); /* never NULL: a scratch record for a tid out of range */
 void thread_forget(pid_t tid);      /* the thread is gone: its tid starts afresh */
 pid_t thread_max_seen(void);        /* the highest tid ever recorded */
+void note_redirect(pid_t tid, int abi, int sc, uint64_t nr, const uint64_t *args, const char (*path)[UM_PATH_BUF],
+                   const int *path_len, const int *path_kind);
+struct um_note *note_take(pid_t tid, int abi, uint64_t nr, const uint64_t *args); /* free() it */
 int thread_table_init(void);
 
 /* tracee.c */

@@ -194,10 +194,26 @@ static int fill_syscall(struct um_event *ev, pid_t tid, const struct um_sci *si,
     return kind;
 }
 
-/* Hand Python a claimed call stopped at its seccomp or entry stop (the two
- * layouts of ptrace_syscall_info agree on nr and args). */
-static int call_event(struct um_event *ev, pid_t tid, const struct um_sci *si, int abi, int sc, int flags)
+/* What C resolved for each path slot, into the event (struct um_event). */
+void event_paths(struct um_event *ev, const char (*path)[UM_PATH_BUF], const int *len, const int *kind)
 {
+    for (int s = 0; s < PATH_SLOTS; s++) {
+        ev->path_len[s] = len[s];
+        ev->path_kind[s] = kind[s];
+        if (len[s] >= 0)
+            memcpy(ev->path[s], path[s], (size_t)len[s] + 1);
+        else
+            ev->path[s][0] = 0;
+    }
+}
+
+/* Hand Python a claimed call stopped at its seccomp or entry stop (the two
+ * layouts of ptrace_syscall_info agree on nr and args), with the paths C
+ * resolved for it. */
+static int call_event(struct um_event *ev, pid_t tid, const struct um_sci *si, int abi, int sc, int flags,
+                      const char (*path)[UM_PATH_BUF], const int *path_len, const int *path_kind)
+{
+    event_paths(ev, path, path_len, path_kind);
     cur_sci = *si;
     cur_tid = tid;
     ev->abi = abi;
@@ -244,6 +260,7 @@ static void keep_notified_call(pid_t tid)
 
 int um_next(struct um_event *ev)
 {
+    static struct um_decide_in dec; /* the decision of the stop at hand */
     if (ev->kind != UM_EV_DONE)
         finish_reply(ev);
     int status;
@@ -294,13 +311,11 @@ int um_next(struct um_event *ev)
                 continue;
             }
             int abi = abi_of(&si);
-            int sc = abi < 0 ? -1 : lookup_sc(abi, (long)si.seccomp.nr);
-            int c = sc >= 0 ? claim[abi][sc]
-                    : abi >= 0 && (si.seccomp.nr & ~(uint64_t)X32_BIT) != UM_NR_CONTROL &&
-                              !trap[abi][si.seccomp.nr & (MAX_NR - 1)]
-                        ? 0
-                        : UM_CLAIM_REFUSE; /* a control call with no one to answer: ENOSYS */
-            if (c & UM_CLAIM_REFUSE) {
+            dec.abi = abi;
+            dec.nr = si.seccomp.nr;
+            memcpy(dec.args, si.seccomp.args, sizeof dec.args);
+            int d = decide_call(tid, &dec, NULL);
+            if (d == UM_DECIDE_REFUSE) {
                 /* a call from an ABI or of a kind no engine can decode */
                 stats.refused++;
                 cur_sci = si;
@@ -308,12 +323,12 @@ int um_next(struct um_event *ev)
                 ptrace(PTRACE_CONT, tid, 0, 0);
                 continue;
             }
-            if (!needs_python(tid, abi, sc, si.seccomp.args)) {
+            if (d == UM_DECIDE_NATIVE) {
                 stats.fast_continue++;
                 resume(tid, PTRACE_CONT, 0);
                 continue;
             }
-            return call_event(ev, tid, &si, abi, sc, 0);
+            return call_event(ev, tid, &si, abi, dec.sc, 0, dec.path, dec.path_len, dec.path_kind);
         }
         if (sig == (SIGTRAP | 0x80)) {
             if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof si, &si) <= 0) {
@@ -329,12 +344,28 @@ int um_next(struct um_event *ev)
                 int abi = abi_of(&si);
                 int sc = abi < 0 ? -1 : lookup_sc(abi, (long)si.entry.nr);
                 long nr = abi == UM_ABI_X32 ? (long)(si.entry.nr & ~X32_BIT) : (long)si.entry.nr;
-                if (sc < 0 || nr < 0 || nr >= MAX_NR || trap[abi][nr] != UM_TRAP_NOTIF ||
-                    !needs_python(tid, abi, sc, si.entry.args)) {
+                struct um_note *note = note_take(tid, abi, si.entry.nr, si.entry.args);
+                if (sc < 0 || nr < 0 || nr >= MAX_NR || trap[abi][nr] != UM_TRAP_NOTIF) {
+                    free(note);
                     resume(tid, PTRACE_CONT, 0);
                     continue;
                 }
-                return call_event(ev, tid, &si, abi, sc, UM_FROM_ENTRY);
+                if (note) {
+                    /* decided at its notification: straight to Python */
+                    stats.decided_once++;
+                    int r = call_event(ev, tid, &si, abi, sc, UM_FROM_ENTRY, note->path, note->path_len,
+                                       note->path_kind);
+                    free(note);
+                    return r;
+                }
+                dec.abi = abi;
+                dec.nr = si.entry.nr;
+                memcpy(dec.args, si.entry.args, sizeof dec.args);
+                if (decide_call(tid, &dec, NULL) != UM_DECIDE_PYTHON) {
+                    resume(tid, PTRACE_CONT, 0);
+                    continue;
+                }
+                return call_event(ev, tid, &si, abi, sc, UM_FROM_ENTRY, dec.path, dec.path_len, dec.path_kind);
             }
             /* a syscall-exit stop */
             stats.exit_stops++;
@@ -395,7 +426,9 @@ int um_next(struct um_event *ev)
                 if ((pid_t)msg != tid && msg > 0) {
                     /* a non-leader thread execed: it now has the leader's tid */
                     struct um_thread was = *thr((pid_t)msg);
+                    thr((pid_t)msg)->note = NULL; /* moves with the record */
                     thread_forget((pid_t)msg);
+                    thread_forget(tid);
                     *thr(tid) = was;
                     thr(tid)->seen = 1;
                 }

@@ -5,6 +5,12 @@
  * hand over; 2 handed over; 3 answered by um_notif_addfd. */
 static struct seccomp_notif held_notif;
 static int notif_state;
+/* the decision of the last notification served (of held_notif while held) */
+static struct um_decide_in dec;
+
+#ifndef SECCOMP_IOCTL_NOTIF_ID_VALID
+#define SECCOMP_IOCTL_NOTIF_ID_VALID _IOW('!', 2, uint64_t)
+#endif
 
 /* A call trapped by a user notification: let it run, or, if Python must see
  * it, either keep the notification for Python (a UM_CLAIM_NOTIFY call, when
@@ -12,7 +18,12 @@ static int notif_state;
  * abandons the notification and restarts the call after the interrupt stop;
  * resumed with PTRACE_SYSCALL, the thread stops at the restarted call's
  * entry, where the loop hands it to Python with all of ptrace's means (see
- * docs/internals.md). */
+ * docs/internals.md); the decision is noted for that entry stop. A call
+ * refused (UM_CLAIM_REFUSE) gets ENOSYS. Once C has read the caller's memory
+ * or /proc files, the notification is checked to be still valid before it
+ * is acted on (seccomp_unotify(2)): if the caller died or the call was
+ * interrupted meanwhile, what was read may be another process's, and the
+ * notification is dropped as one that RECV could not take. */
 void serve_notification(int may_hand)
 {
     struct seccomp_notif req;
@@ -30,20 +41,34 @@ void serve_notification(int may_hand)
     } else if (thr(tid)->pass_notif) {
         thr(tid)->pass_notif = 0;
     } else {
-        int abi = abi_from(req.data.arch, req.data.nr);
-        int sc = lookup_sc(abi, req.data.nr);
-        if (sc >= 0 && needs_python(tid, abi, sc, (const uint64_t *)req.data.args)) {
-            if (may_hand && (claim[abi][sc] & UM_CLAIM_NOTIFY)) {
+        int abi = abi_from(req.data.arch, req.data.nr), read;
+        dec.abi = abi;
+        dec.nr = req.data.nr;
+        memcpy(dec.args, req.data.args, sizeof dec.args);
+        int d = decide_call(tid, &dec, &read);
+        if (read && ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &req.id) != 0) {
+            stats.notif_stale++;
+            return;
+        }
+        if (d == UM_DECIDE_REFUSE) {
+            stats.refused++;
+            resp.flags = 0;
+            resp.error = -ENOSYS;
+        } else if (d == UM_DECIDE_PYTHON && dec.sc >= 0) {
+            if (may_hand && (claim[abi][dec.sc] & UM_CLAIM_NOTIFY)) {
                 held_notif = req;
                 notif_state = 1;
                 return; /* answered after Python's reply */
             }
             if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) == 0) {
                 thr(tid)->redirected = 1;
+                note_redirect(tid, abi, dec.sc, req.data.nr, dec.args, dec.path, dec.path_len, dec.path_kind);
                 return; /* no answer: the interrupt ends the wait */
             }
+            stats.fast_continue++;
+        } else {
+            stats.fast_continue++;
         }
-        stats.fast_continue++;
     }
     ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
 }
@@ -60,6 +85,7 @@ int notif_event(struct um_event *ev)
     ev->nr = n->data.nr;
     ev->sc = lookup_sc(ev->abi, ev->nr);
     memcpy(ev->args, n->data.args, sizeof ev->args);
+    event_paths(ev, dec.path, dec.path_len, dec.path_kind);
     ev->ip = n->data.instruction_pointer;
     ev->reply = UM_REPLY_CONTINUE;
     cur_tid = 0;
@@ -99,7 +125,11 @@ void finish_notif(struct um_event *ev)
     memset(&resp, 0, sizeof resp);
     resp.id = held_notif.id;
     if (ev->reply == UM_REPLY_REDIRECT && ptrace(PTRACE_INTERRUPT, ev->tid, 0, 0) == 0) {
+        const struct seccomp_notif *n = &held_notif;
         thr(ev->tid)->redirected = 1;
+        /* Python decided: its restart goes straight to Python */
+        note_redirect(ev->tid, abi_from(n->data.arch, n->data.nr), ev->sc, n->data.nr,
+                      (const uint64_t *)n->data.args, ev->path, ev->path_len, ev->path_kind);
         return; /* as serve_notification does */
     }
     if (ev->reply == UM_REPLY_SKIP) {

@@ -51,7 +51,45 @@ struct um_thread *thr(pid_t tid)
 
 void thread_forget(pid_t tid)
 {
-    memset(thr(tid), 0, sizeof(struct um_thread));
+    struct um_thread *t = thr(tid);
+    free(t->note);
+    memset(t, 0, sizeof *t);
+}
+
+/* Remember that the call tid waits in was decided for Python, with what C
+ * resolved for it. Without memory for the note the restart is decided again. */
+void note_redirect(pid_t tid, int abi, int sc, uint64_t nr, const uint64_t *args, const char (*path)[UM_PATH_BUF],
+                   const int *path_len, const int *path_kind)
+{
+    struct um_thread *t = thr(tid);
+    if (!t->note && !(t->note = malloc(sizeof *t->note)))
+        return;
+    struct um_note *n = t->note;
+    n->abi = abi;
+    n->sc = sc;
+    n->nr = nr;
+    memcpy(n->args, args, sizeof n->args);
+    for (int s = 0; s < PATH_SLOTS; s++) {
+        n->path_len[s] = path_len[s];
+        n->path_kind[s] = path_kind[s];
+        if (path_len[s] >= 0)
+            memcpy(n->path[s], path[s], (size_t)path_len[s] + 1);
+    }
+}
+
+/* The note of tid if it is for this call, else NULL; either way tid has no
+ * note any more (a signal handler may have run first: then the entry stop
+ * is another call, decided on its own). */
+struct um_note *note_take(pid_t tid, int abi, uint64_t nr, const uint64_t *args)
+{
+    struct um_thread *t = thr(tid);
+    struct um_note *n = t->note;
+    t->note = NULL;
+    if (n && (n->abi != abi || n->nr != nr || memcmp(n->args, args, sizeof n->args) != 0)) {
+        free(n);
+        n = NULL;
+    }
+    return n;
 }
 
 pid_t thread_max_seen(void) { return max_seen; }
