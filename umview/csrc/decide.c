@@ -117,7 +117,7 @@ static int symlink_on_path(const char *raw)
 /* One path a symlink walk reaches: must Python see the call because of it?
  * Intermediate paths matter only if something below them is hidden; the
  * final one also if the upper layer changes the directory itself. */
-static int visit_needs_python(const char *p, size_t n, int final, int writes)
+static int visit_needs_python(const char *p, size_t n, uint64_t hash, int final, int writes)
 {
     int k = prefix_kind_of(p);
     if (k == UM_PREFIX_PLAIN)
@@ -126,40 +126,51 @@ static int visit_needs_python(const char *p, size_t n, int final, int writes)
         return 0;
     if (writes)
         return 1;
-    const struct layer_slot *e = layer_find(p, n);
+    const struct layer_slot *e = layer_find_hashed(p, n, hash);
     return e && (e->kind == UM_LAYER_HIDE || final);
 }
 
 #define MAX_LINKS 40 /* the kernel's MAXSYMLINKS */
 
 /* Walk a raw absolute path with a symlink on it as the kernel would, with
- * readlink(2) on the real tree, and check every path the walk reaches: a
+ * readlinkat(2) on the real tree, and check every path the walk reaches: a
  * link may lead under a prefix, or to a path the layer set names, although
  * the path does not lie there lexically. The last component is followed
  * even for calls that do not follow it: that checks one path more, which can
  * only send a call to Python that did not need it. A component the real tree
  * lacks ends the readlinks (the kernel stops there too), but the rest is
  * still checked lexically: the upper layer may have it. Returns 1 if Python
- * must see the call, or the walk is unsure; 0 if it may run natively. */
+ * must see the call, or the walk is unsure; 0 if it may run natively.
+ * Linear in the path's length: each component is looked up from its
+ * parent's fd and hashed once, as a continuation of its parent's hash. */
 static int walk_needs_python(const char *raw, int writes)
 {
-    char cur[PATH_MAX + 1];      /* resolved so far, normalized, no trailing '/' */
-    char rest[2 * PATH_MAX + 2]; /* still to walk */
+    static char rest[2 * PATH_MAX + 2]; /* still to walk */
+    /* the resolved path's ancestors, at each depth: its length, its hash */
+    static struct { size_t len; uint64_t h; } up[PATH_MAX / 2 + 2];
+    char cur[PATH_MAX + 1]; /* resolved so far, normalized, no trailing '/' */
     char link[PATH_MAX + 1];
     size_t n = strlen(raw), clen = 1;
-    int links = 0, missing = 0;
+    int links = 0, missing = 0, depth = 0, answer = 1;
     stats.layer_walks++;
     if (raw[0] != '/' || n >= sizeof rest)
         return 1;
+    /* the directory cur names: each component is looked at from its parent
+     * (readlinkat, openat), never again from the root */
+    int dirfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0)
+        return 1;
     memcpy(rest, raw, n + 1);
     strcpy(cur, "/");
+    up[0].len = 1;
+    up[0].h = layer_hash_more(LAYER_HASH_START, "/", 1);
     for (char *r = rest;;) {
         while (*r == '/')
             r++;
         if (!*r)
             break;
         char *end = strchrnul(r, '/');
-        size_t l = (size_t)(end - r), parent = clen;
+        size_t l = (size_t)(end - r);
         if (l == 1 && r[0] == '.') {
             r = end;
             continue;
@@ -168,54 +179,95 @@ static int walk_needs_python(const char *raw, int writes)
             /* ".." leaves the resolved directory; past a component the real
              * tree lacks, only the view knows where it leads */
             if (missing)
-                return 1;
-            char *slash = strrchr(cur, '/');
-            clen = slash == cur ? 1 : (size_t)(slash - cur);
+                goto out;
+            if (depth > 0)
+                depth--;
+            clen = up[depth].len;
             cur[clen] = 0;
+            int fd = openat(dirfd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+            if (fd < 0)
+                goto out;
+            close(dirfd);
+            dirfd = fd;
             r = end;
             continue;
         }
         if (clen + 1 + l > PATH_MAX)
-            return 1;
+            goto out;
         if (clen > 1)
             cur[clen++] = '/';
+        const char *name = cur + clen;
         memcpy(cur + clen, r, l);
         clen += l;
         cur[clen] = 0;
         r = end;
-        if (visit_needs_python(cur, clen, 0, writes))
-            return 1;
-        if (clen >= 6 && strncmp(cur, "/proc/", 6) == 0)
-            return 0; /* its magic links are the tracee's: see symlink_on_path */
+        uint64_t h = layer_hash_more(up[depth].h, cur + up[depth].len, clen - up[depth].len);
+        depth++;
+        up[depth].len = clen;
+        up[depth].h = h;
+        if (visit_needs_python(cur, clen, h, 0, writes))
+            goto out;
+        if (clen >= 6 && strncmp(cur, "/proc/", 6) == 0) {
+            answer = 0; /* its magic links are the tracee's: see symlink_on_path */
+            goto out;
+        }
         if (missing)
             continue;
-        ssize_t t = readlink(cur, link, sizeof link);
+        /* a directory (one call for most components): step into it */
+        int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0) {
+            close(dirfd);
+            dirfd = fd;
+            continue;
+        }
+        if (errno != ENOTDIR && errno != ENOENT)
+            goto out;
+        /* a symlink, a file, or nothing */
+        ssize_t t = readlinkat(dirfd, name, link, sizeof link);
+        if (t < 0 && errno == EINVAL) {
+            missing = 1; /* a file: a component after it is ENOTDIR natively */
+            continue;
+        }
         if (t < 0) {
-            if (errno == EINVAL)
-                continue; /* not a symlink */
             if (errno == ENOENT || errno == ENOTDIR) {
                 missing = 1;
                 continue;
             }
-            return 1;
+            goto out;
         }
-        if (t == 0 || t >= (ssize_t)sizeof link)
-            return t == 0 ? 0 : 1; /* an empty target is ENOENT natively */
-        if (++links > MAX_LINKS)
-            return 0; /* the kernel gives ELOOP by itself */
+        if (t == 0 || t >= (ssize_t)sizeof link) {
+            answer = t == 0 ? 0 : 1; /* an empty target is ENOENT natively */
+            goto out;
+        }
+        if (++links > MAX_LINKS) {
+            answer = 0; /* the kernel gives ELOOP by itself */
+            goto out;
+        }
         /* rest = link + "/" + what follows the link */
         size_t m = strlen(r);
         if ((size_t)t + 1 + m + 1 > sizeof rest)
-            return 1;
+            goto out;
         memmove(rest + t + 1, r, m + 1);
         memcpy(rest, link, (size_t)t);
         rest[t] = '/';
         r = rest;
-        /* a relative target is walked from the link's directory, an absolute one from "/" */
-        clen = link[0] == '/' ? 1 : parent;
+        /* a relative target is walked from the link's directory (dirfd still
+         * is), an absolute one from "/" */
+        depth = link[0] == '/' ? 0 : depth - 1;
+        clen = up[depth].len;
         cur[clen] = 0; /* cur[0] is always '/' */
+        if (link[0] == '/') {
+            int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+            if (fd < 0)
+                goto out;
+            close(dirfd);
+            dirfd = fd;
+        }
     }
-    return visit_needs_python(cur, clen, 1, writes);
+    answer = visit_needs_python(cur, clen, up[depth].h, 1, writes);
+out:
+    close(dirfd);
+    return answer;
 }
 
 

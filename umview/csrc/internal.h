@@ -177,7 +177,10 @@ long run_call(pid_t tid, const struct user_regs_struct *base, uint64_t at, long 
                      uint64_t a0, uint64_t a1, uint64_t a2, uint64_t *sigs);
 
 /* layerset.c */
+#define LAYER_HASH_START 1469598103934665603ULL /* FNV-1a offset basis */
+uint64_t layer_hash_more(uint64_t h, const char *p, size_t n);
 struct layer_slot *layer_find(const char *p, size_t n);
+struct layer_slot *layer_find_hashed(const char *p, size_t n, uint64_t h);
 int layer_hit(const char *p, size_t n);
 
 /* loop.c */

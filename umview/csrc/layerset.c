@@ -16,19 +16,24 @@ static struct layer_slot *layer_tab;
 static size_t layer_cap, layer_used, layer_live; /* used = live + tombstones */
 static char layer_tomb;
 
-static size_t hash_path(const char *p, size_t n)
+/* FNV-1a, which can be continued: the hash of a path is that of its parent
+ * continued over "/name", so a walk down a path hashes each byte once
+ * (layer_hit, the symlink walk), however deep the path. */
+uint64_t layer_hash_more(uint64_t h, const char *p, size_t n)
 {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
     for (size_t i = 0; i < n; i++)
         h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
-    return (size_t)(h ^ (h >> 29));
+    return h;
 }
 
-struct layer_slot *layer_find(const char *p, size_t n)
+static uint64_t hash_path(const char *p, size_t n) { return layer_hash_more(LAYER_HASH_START, p, n); }
+
+/* The entry of path p (n bytes) whose layer_hash_more() is h, or NULL. */
+struct layer_slot *layer_find_hashed(const char *p, size_t n, uint64_t h)
 {
     if (!layer_live)
         return NULL;
-    for (size_t i = hash_path(p, n) & (layer_cap - 1);; i = (i + 1) & (layer_cap - 1)) {
+    for (size_t i = (size_t)(h ^ (h >> 29)) & (layer_cap - 1);; i = (i + 1) & (layer_cap - 1)) {
         struct layer_slot *e = &layer_tab[i];
         if (!e->path)
             return NULL;
@@ -37,10 +42,13 @@ struct layer_slot *layer_find(const char *p, size_t n)
     }
 }
 
+struct layer_slot *layer_find(const char *p, size_t n) { return layer_find_hashed(p, n, hash_path(p, n)); }
+
 /* The empty or deleted slot where a key absent from the table goes. */
 static struct layer_slot *layer_free_slot(const char *p, size_t n)
 {
-    for (size_t i = hash_path(p, n) & (layer_cap - 1);; i = (i + 1) & (layer_cap - 1))
+    uint64_t h = hash_path(p, n);
+    for (size_t i = (size_t)(h ^ (h >> 29)) & (layer_cap - 1);; i = (i + 1) & (layer_cap - 1))
         if (!layer_tab[i].path || layer_tab[i].path == &layer_tomb)
             return &layer_tab[i];
 }
@@ -140,8 +148,15 @@ int layer_hit(const char *p, size_t n)
     const struct layer_slot *e = layer_find("/", 1);
     if (e && e->kind == UM_LAYER_HIDE)
         return 1;
+    /* each ancestor's hash continues the previous one's: linear in n */
+    uint64_t h = LAYER_HASH_START;
+    size_t done = 0;
     for (size_t i = 1; i < n; i++)
-        if (p[i] == '/' && (e = layer_find(p, i)) && e->kind == UM_LAYER_HIDE)
-            return 1;
+        if (p[i] == '/') {
+            h = layer_hash_more(h, p + done, i - done);
+            done = i;
+            if ((e = layer_find_hashed(p, i, h)) && e->kind == UM_LAYER_HIDE)
+                return 1;
+        }
     return 0;
 }
