@@ -201,7 +201,13 @@ void inject_filter(pid_t tid)
             back.rip -= 2;
         }
     }
-    ptrace(PTRACE_SETREGS, tid, 0, &back);
+    if (ptrace(PTRACE_SETREGS, tid, 0, &back) && errno != ESRCH) {
+        /* it stands at the vDSO's syscall instruction with the injected
+         * call's registers: it cannot go on */
+        int e = -errno;
+        if (kill(tid, SIGKILL) == 0)
+            write_failed(tid, "the registers could not be restored after stacking a filter: the thread is killed", e);
+    }
     for (int k = 1; k <= 64; k++)
         if (sigs & (1ULL << (k - 1)))
             syscall(SYS_tgkill, tgid, tid, k);

@@ -168,6 +168,11 @@ int um_inject(int tid, int abi, long nr, const uint64_t *args, int64_t *result)
         r.rip -= 2;
         REG(&r, m->ret) = REG(&saved, m->nr);
         e = ptrace(PTRACE_SETREGS, tid, 0, &r) ? -errno : 0;
+        if (e && e != -ESRCH && kill(tid, SIGKILL) == 0) {
+            /* its own call is lost: it must not go on as if it had run */
+            write_failed(tid, "the registers could not be rewound after an injected call: the thread is killed", e);
+            e = -ESRCH;
+        }
         if (!e)
             e = inject_step(tid, SI_ENTRY, &si, &sigs);
         if (!e) {
@@ -178,7 +183,8 @@ int um_inject(int tid, int abi, long nr, const uint64_t *args, int64_t *result)
     thr(tid)->injecting = 0;
     if (e == -ESRCH)
         return e;
-    ptrace(PTRACE_SETSIGMASK, tid, sizeof mask, &mask);
+    write_failed(tid, "the signal mask could not be restored after an injected call",
+                 ptrace(PTRACE_SETSIGMASK, tid, sizeof mask, &mask) ? -errno : 0);
     for (int s = 1; s <= 64; s++)
         if (sigs & (1ULL << (s - 1)))
             syscall(SYS_tkill, tid, s);

@@ -255,7 +255,8 @@ static void keep_notified_call(pid_t tid)
             return;
     }
     r.rax = (unsigned long long)-ERESTARTNOINTR_;
-    ptrace(PTRACE_SETREGS, tid, 0, &r);
+    write_failed(tid, "a notified call could not be made to restart after a signal (it may fail with EINTR)",
+                 ptrace(PTRACE_SETREGS, tid, 0, &r) ? -errno : 0);
 }
 
 int um_next(struct um_event *ev)
