@@ -1,9 +1,11 @@
 """cffi (API mode, out of line) build of umview's C core as umview._umcore.
 
-The declarations are umview/core.h itself, so the header is the single place
+The sources are umview/csrc/*.c (one file per concern, sharing
+umview/csrc/internal.h); the declarations are umview/core.h itself, so the header is the single place
 that says what C offers Python. setup.py hands `ffi` to setuptools through
 cffi_modules; `python3 build_core.py` builds in place for development.
 """
+import glob
 import os
 import re
 
@@ -24,6 +26,12 @@ def _cdef_text():
     )
 
 
+def _relative(pattern):
+    """The files matching pattern, relative to the current directory (setuptools
+    wants relative source paths; it builds from the project directory)."""
+    return sorted(os.path.relpath(p) for p in glob.glob(pattern))
+
+
 ffi = FFI()
 ffi.cdef(_cdef_text())
 ffi.cdef("""
@@ -33,9 +41,10 @@ struct user_regs_struct { unsigned long long r15, r14, r13, r12, rbp, rbx, r11, 
 ffi.set_source(
     "umview._umcore",
     '#include <stdint.h>\n#include <stddef.h>\n#include <sys/user.h>\n#include "core.h"',
-    sources=[os.path.join("umview", "core.c")],
-    include_dirs=[SRC],
-    extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+    sources=_relative(os.path.join(SRC, "csrc", "*.c")),
+    include_dirs=[SRC, os.path.join(SRC, "csrc")],
+    depends=_relative(os.path.join(SRC, "csrc", "*.h")) + _relative(os.path.join(SRC, "core.h")),
+    extra_compile_args=["-O2", "-fvisibility=hidden", "-Wall", "-Wextra", "-Wno-unused-parameter"],
 )
 
 if __name__ == "__main__":

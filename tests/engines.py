@@ -130,3 +130,21 @@ class InjectThenRun(Engine):
 
     def exit(self, call):
         self.log.write(f"exit {call.tid} {call.retval}\n")
+
+
+class SkipMkdirWithFailingWrites(Engine):
+    """Skips mkdir(2) under $UMVIEW_TEST_FAIL_DIR with EPERM after making the
+    C core's register writes fail ($UMVIEW_TEST_FAIL_WRITES: UM_FAIL_* bits),
+    as a kernel refusing them would."""
+
+    name = "skip-failing"
+    path_syscalls = frozenset({"mkdir", "mkdirat"})
+
+    def __init__(self):
+        self.prefixes = (os.environ["UMVIEW_TEST_FAIL_DIR"],)
+
+    def enter(self, call):
+        from umview.core import lib
+
+        lib.um_test_fail_writes(int(os.environ["UMVIEW_TEST_FAIL_WRITES"]))
+        return Skip.errno(errno.EPERM)

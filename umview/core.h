@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 6
+#define UM_CORE_VERSION 7
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -49,6 +49,9 @@
                               * no um_inject, no register access; replies: CONTINUE, SKIP,
                               * REDIRECT; um_notif_addfd completes it with an fd */
 
+#define UM_PATH_BUF 4097 /* a path of PATH_MAX bytes and its NUL */
+#define UM_PATH_SLOTS 2  /* path arguments of a call, at most (rename, link, ...) */
+
 #define UM_FORK_THREAD 1
 #define UM_FORK_VFORK 2
 #define UM_FORK_HELD 8 /* internal: the child waits for this event's reply */
@@ -85,6 +88,17 @@ struct um_event {
     int status;          /* wait status for UM_EV_EXIT */
     long msg;            /* event message (new tid, former tid, errno) */
     int flags;
+    /* At UM_EV_SYSCALL and UM_EV_NOTIF, what the C core resolved for each
+     * path slot (um_set_path_arg): path[i] is the absolute, lexically
+     * normalized path (as um_resolve_path gives it), path_len[i] its length,
+     * or -1 where C did not resolve it (no such slot, a NULL or unreadable
+     * pointer, a path relative to a virtual cwd, an empty path it did not
+     * look at, or a call claimed whole); path_kind[i] the UM_PREFIX_* kind
+     * it falls under, -1 for none. Python may take them instead of
+     * resolving again (docs/internals.md, "The decision"). */
+    char path[UM_PATH_SLOTS][UM_PATH_BUF];
+    int path_len[UM_PATH_SLOTS];
+    int path_kind[UM_PATH_SLOTS];
     /* filled in by Python before the next um_next() call */
     int reply;
     int changed;
@@ -109,6 +123,12 @@ struct um_stats {
     uint64_t inject_failed;   /* ... that could not be (a 32-bit process, no vDSO) */
     uint64_t notif_events;    /* notified calls handed to Python as notifications */
     uint64_t addfd;           /* ... completed with an fd (um_notif_addfd) */
+    uint64_t decided_once;    /* redirected notifications taken at their restart's entry stop
+                               * without a second decision */
+    uint64_t notif_stale;     /* notifications dropped: no longer valid once C had read the
+                               * caller's memory (SECCOMP_IOCTL_NOTIF_ID_VALID) */
+    uint64_t write_failed;    /* register or syscall-info writes that failed on a live thread
+                               * (each also said on stderr; see docs/internals.md) */
 };
 
 int um_core_version(void);
@@ -119,9 +139,8 @@ void um_stats_get(struct um_stats *out);
 int um_table_reset(int nsc);
 int um_map_nr(int abi, long nr, int sc);
 int um_set_path_arg(int abi, int sc, int slot, int path_idx, int dirfd_idx, int emptyok_flags_idx);
-int um_set_claim(int sc, int mode);
+int um_set_claim(int abi, int sc, int mode); /* the claim bits of sc on one ABI */
 int um_prefix_clear(void);
-int um_prefix_add(const char *prefix); /* = um_prefix_add_kind(prefix, UM_PREFIX_PLAIN) */
 
 /* kinds of prefix (see docs/internals.md, "Layered prefixes") */
 #define UM_PREFIX_PLAIN 0   /* calls with a path under it go to Python */
@@ -155,6 +174,7 @@ int um_layer_get(const char *path);           /* its kind, 0 if absent */
                             * answer is the copy's where a write would copy up) */
 int um_set_write(int sc, int kind, int argidx);
 void um_set_fd_check(int on); /* AT_EMPTY_PATH calls on an fd under a plain prefix go to Python */
+/* offsets into struct user_regs_struct; -EINVAL unless each is in it and 8-byte aligned */
 int um_set_regmap(int abi, int nr_off, int ret_off, const int *arg_offs);
 int um_filter_trap_nr(int abi, long nr, int how); /* no effect once um_spawn ran: the filter is fixed */
 int um_filter_clear(void);
@@ -176,7 +196,7 @@ void um_set_event_mask(int mask);
 void um_set_spin(int iterations);
 
 /* --- running --- */
-int um_spawn(char *const argv[], int flags);
+int um_spawn(char *const argv[]);
 int um_next(struct um_event *ev);
 int um_first_status(void);
 int um_spawn_error(void);
@@ -186,7 +206,6 @@ int um_read_mem(int tid, uint64_t addr, void *buf, size_t len);
 int um_write_mem(int tid, uint64_t addr, const void *buf, size_t len);
 int um_read_string(int tid, uint64_t addr, char *buf, int size);
 int um_resolve_path(int tid, int abi, int sc, int slot, const uint64_t *args, char *out, int size);
-int um_ssi_available(void);
 int um_notif_supported(void);
 #define UM_VCWD 1          /* um_set_vcwd: its cwd is virtual */
 #define UM_VCWD_FAITHFUL 2 /* ... and the kernel's cwd shows the same names below it:
@@ -207,6 +226,58 @@ int um_inject(int tid, int abi, long nr, const uint64_t *args, int64_t *result);
  * number, or -errno (-ENOENT: the caller died or a signal ended its wait;
  * -EMFILE; -EINVAL: no notification pending). Then the reply is not sent. */
 int um_notif_addfd(int srcfd, unsigned int newfd_flags);
+/* --- the fast-path decision, as a pure function (docs/internals.md) ---
+ * At a trapped call the C core gathers what the claim bits of the call
+ * need (path strings and the directories they are relative to, the file of
+ * an fd, a socket address, open_how flags) into a struct um_decide_in, then
+ * um_decide() decides from it and the tables alone: no tracee memory, no
+ * system call, except the symlink check and walk when `walk` is set. */
+#define UM_DECIDE_NATIVE 0 /* run it, no Python */
+#define UM_DECIDE_PYTHON 1 /* hand it to Python */
+#define UM_DECIDE_REFUSE 2 /* refuse it with ENOSYS (UM_CLAIM_REFUSE, an undecodable call) */
+
+/* what was gathered for one path slot */
+#define UM_SLOT_NONE 0  /* no path argument in this slot (or not gathered) */
+#define UM_SLOT_PATH 1  /* str is the path as given; base the directory a relative one starts from */
+#define UM_SLOT_EMPTY 2 /* "" with AT_EMPTY_PATH: the call acts on its dirfd, whose file base names */
+#define UM_SLOT_NULL 3  /* a NULL path with a dirfd (utimensat): acts on the dirfd, as EMPTY */
+#define UM_SLOT_ERROR 4 /* the kernel fails it alike (unreadable, too long, "" without
+                         * AT_EMPTY_PATH, a bad dirfd): err is the -errno */
+
+struct um_decide_slot {
+    int state;          /* UM_SLOT_* */
+    int err;            /* UM_SLOT_ERROR: -errno */
+    int cwd_relative;   /* relative to the cwd (AT_FDCWD, or no dirfd argument) */
+    int base_known;     /* base holds what the dirfd or cwd names ("" + 1: not a path) */
+    char str[UM_PATH_BUF];
+    char base[UM_PATH_BUF];
+};
+
+struct um_decide_in {
+    int abi;                 /* UM_ABI_* */
+    uint64_t nr;             /* the number as the kernel sees it (x32: with its bit) */
+    uint64_t args[6];
+    int vcwd;                /* the thread's UM_VCWD | UM_VCWD_FAITHFUL (um_set_vcwd) */
+    struct um_decide_slot slot[UM_PATH_SLOTS];
+    char fd0[UM_PATH_BUF];   /* UM_CLAIM_FD: what the fd args[0] names ("" if not a path) */
+    int unix_path;           /* UM_CLAIM_UNIXADDR: args[1] is an AF_UNIX path address */
+    int how_readable;        /* UM_WRITE_OPENHOW: how_flags were read */
+    uint64_t how_flags;      /* ... struct open_how's flags */
+    int walk;                /* may check for symlinks on the real tree (system calls) */
+    /* out */
+    int sc;                  /* the neutral index, -1 if unknown */
+    char path[UM_PATH_SLOTS][UM_PATH_BUF]; /* as in struct um_event */
+    int path_len[UM_PATH_SLOTS];
+    int path_kind[UM_PATH_SLOTS];
+};
+int um_decide(struct um_decide_in *in);
 void um_set_symlink_check(int on);
 void um_set_families(uint64_t bits); /* bit f: socket family f is claimed (UM_CLAIM_FAMILY) */
 void um_restore_signals(void);
+
+/* For tests: make the core's register writes fail with EIO, as a kernel
+ * refusing them would (a bit set of UM_FAIL_*; 0 = real writes). */
+#define UM_FAIL_SSI 1      /* PTRACE_SET_SYSCALL_INFO */
+#define UM_FAIL_SETREGS 2  /* PTRACE_SETREGS */
+#define UM_FAIL_POKEUSER 4 /* PTRACE_POKEUSER (the return value) */
+void um_test_fail_writes(int mask);

@@ -1,4 +1,4 @@
-"""Thin Python layer over the C core (umview/core.c, built as umview._umcore).
+"""Thin Python layer over the C core (umview/csrc/*.c, built as umview._umcore).
 
 It loads the compiled core, checks that it is the build this source expects,
 and turns C error codes (negative errno) into OSError. Nothing here knows
@@ -7,7 +7,7 @@ about engines or modules.
 import errno
 import os
 
-_EXPECTED_VERSION = 6
+_EXPECTED_VERSION = 7
 
 try:
     from umview._umcore import ffi, lib

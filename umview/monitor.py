@@ -145,9 +145,9 @@ class Dispatcher:
         plain_root = prefixes.get(b"/") == lib.UM_PREFIX_PLAIN
         core.check(lib.um_filter_clear())
         for name in self.table.names:
-            core.check(lib.um_set_claim(self.table.index[name], 0))
+            _set_claim(self.table.index[name], 0)
         for name, mode in modes.items():
-            core.check(lib.um_set_claim(self.table.index[name], mode))
+            _set_claim(self.table.index[name], mode)
             # path claims whose paths mostly stay in C: a notification (5 us
             # here) instead of a ptrace stop (45 us); Python's calls pay a
             # second stop. Claims of every call, and a plain "/" prefix, stay
@@ -158,7 +158,7 @@ class Dispatcher:
                 # socket() of vnet alone: Python answers the notification itself
                 # (a socket in one ioctl, Call.complete_with_fd), no ptrace stop
                 how = lib.UM_TRAP_NOTIF
-                core.check(lib.um_set_claim(self.table.index[name], mode | lib.UM_CLAIM_NOTIFY))
+                _set_claim(self.table.index[name], mode | lib.UM_CLAIM_NOTIFY)
             for abi in self.table.arch.ABIS:
                 nr = abi.numbers.get(name)
                 if nr is not None:
@@ -239,6 +239,13 @@ def _run_engine(engine, hook, call):
     return CONTINUE if result is None and hook == "enter" else result
 
 
+def _set_claim(sc, mode):
+    """The claim bits of neutral call sc, the same on every ABI (the C core
+    keeps them per ABI: um_set_claim(abi, sc, mode))."""
+    for abi_id in range(lib.UM_NABI):
+        core.check(lib.um_set_claim(abi_id, sc, mode))
+
+
 def _run_hook(hook, *args):
     try:
         hook(*args)
@@ -251,7 +258,8 @@ class Stats:
 
     FIELDS = ("stops", "seccomp_stops", "exit_stops", "fast_continue", "python_events", "skipped",
               "rewritten", "path_reads", "refused", "signals", "group_stops", "processes",
-              "notifications", "layer_walks", "injected", "inject_failed", "notif_events", "addfd")
+              "notifications", "layer_walks", "injected", "inject_failed", "notif_events", "addfd",
+              "decided_once", "notif_stale", "write_failed")
 
     def __init__(self, **counts):
         for f in self.FIELDS:
@@ -289,6 +297,7 @@ class Stats:
                 f"  signals delivered             {self.signals}",
                 f"  group-stops                   {self.group_stops}",
             ]
+            + ([f"  register writes that failed   {self.write_failed}"] if self.write_failed else [])
         )
 
 
@@ -386,7 +395,7 @@ class Monitor:
         if self.table is None:
             core.check(lib.um_table_reset(1))
             core.check(lib.um_set_control_sc(0))
-            core.check(lib.um_set_claim(0, lib.UM_CLAIM_ALL))
+            _set_claim(0, lib.UM_CLAIM_ALL)
             self._trapped = set()
         else:
             self.table.load_into_core()
@@ -395,7 +404,7 @@ class Monitor:
         self._update_hooks()
         keep = [ffi.new("char[]", os.fsencode(a)) for a in argv]
         cargv = ffi.new("char *[]", keep + [ffi.NULL])
-        pid = lib.um_spawn(cargv, 0)
+        pid = lib.um_spawn(cargv)
         if pid < 0:
             raise OSError(-pid, os.strerror(-pid), argv[0])
         self._loop()
@@ -414,7 +423,13 @@ class Monitor:
         if table is None:
             return Call(ev.tid, abi, ev.sc, control.CONTROL, ev.nr, list(ev.args), ev.ip, ev.sp)
         name = table.names[ev.sc]
-        return Call(ev.tid, abi, ev.sc, name, ev.nr, list(ev.args), ev.ip, ev.sp, table.spec(name, abi))
+        spec = table.spec(name, abi)
+        call = Call(ev.tid, abi, ev.sc, name, ev.nr, list(ev.args), ev.ip, ev.sp, spec)
+        n = len(spec.path_slots)
+        if n and all(ev.path_len[i] >= 0 for i in range(n)):
+            # the paths the C core resolved deciding the call (struct um_event)
+            call._paths = [ffi.buffer(ev.path[i], ev.path_len[i])[:] for i in range(n)]
+        return call
 
     def _loop(self):
         ev = ffi.new("struct um_event *")

@@ -275,3 +275,47 @@ def test_calls_waiting_for_the_monitor_never_fail_with_eintr(signal_storm, tmp_p
     viewed = run(umview_argv("-p", "unreal", "--", signal_storm, str(fifo)), env=env)
     assert native.stdout == b"fifo open: -1 Interrupted system call\n"
     assert viewed.stdout == native.stdout
+
+
+# --- register writes the kernel refuses ----------------------------------------------
+
+def _mkdir_with_failing_writes(tmp_path, mask):
+    from umview.core import lib
+
+    fail_dir = tmp_path / "fail"
+    fail_dir.mkdir()
+    env = dict(os.environ, UMVIEW_TEST_FAIL_DIR=str(fail_dir), UMVIEW_TEST_FAIL_WRITES=str(mask))
+    script = f"import os\ntry:\n    os.mkdir({str(fail_dir / 'd')!r})\nexcept OSError as e:\n    print(e.errno)\n"
+    stats = tmp_path / "stats.json"
+    r = run(umview_argv(*engine_opts("SkipMkdirWithFailingWrites"), "--stats-file", str(stats), "--", PY, "-c",
+                        script), env=env)
+    import json
+
+    return r, json.loads(stats.read_text().splitlines()[-1]), (fail_dir / "d").exists(), lib
+
+
+def test_skip_falls_back_to_registers_when_set_syscall_info_fails(tmp_path):
+    from umview.core import lib
+
+    r, st, made, _ = _mkdir_with_failing_writes(tmp_path, lib.UM_FAIL_SSI)
+    assert (r.stdout, r.returncode, made) == (f"{errno.EPERM}\n".encode(), 0, False), r.stderr
+    assert st["write_failed"] == 0 and b"umview:" not in r.stderr
+
+
+def test_skip_that_cannot_set_the_number_kills_the_thread_and_never_runs_the_call(tmp_path):
+    from umview.core import lib
+
+    r, st, made, _ = _mkdir_with_failing_writes(tmp_path, lib.UM_FAIL_SSI | lib.UM_FAIL_SETREGS)
+    assert made is False
+    assert r.returncode == 128 + signal.SIGKILL or r.returncode == -signal.SIGKILL, (r.returncode, r.stderr)
+    assert st["write_failed"] == 1
+    assert b"umview: thread " in r.stderr and b"could not be stopped: the thread is killed" in r.stderr
+
+
+def test_skip_whose_result_cannot_be_set_still_does_not_run_the_call(tmp_path):
+    from umview.core import lib
+
+    r, st, made, _ = _mkdir_with_failing_writes(tmp_path, lib.UM_FAIL_POKEUSER)
+    assert (r.returncode, made) == (0, False), r.stderr
+    assert r.stdout == f"{errno.ENOSYS}\n".encode()  # nr = -1 ran: the kernel's ENOSYS
+    assert st["write_failed"] == 1 and b"the result of a skipped call could not be set" in r.stderr

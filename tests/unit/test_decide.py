@@ -1,0 +1,198 @@
+"""The fast-path decision (um_decide) as a pure function: a table of cases
+through cffi, no ptrace, no tracee. Each case gives what the C core would
+have gathered at a trapped call (path strings and the directories they are
+relative to) and the decision and resolved paths it must come to."""
+import os
+
+import pytest
+
+from umview.core import ffi, lib
+
+X32_BIT = 0x40000000
+AT_FDCWD = -100 & 0xFFFFFFFFFFFFFFFF
+AT_EMPTY_PATH = 0x1000
+NATIVE, PYTHON, REFUSE = lib.UM_DECIDE_NATIVE, lib.UM_DECIDE_PYTHON, lib.UM_DECIDE_REFUSE
+
+# a small syscall table: neutral index -> (numbers per ABI, path slots, write kind)
+OPENAT, FACCESSAT, NEWFSTATAT, MKDIR, REFUSED = range(5)
+NUMBERS = {
+    OPENAT: {lib.UM_ABI_X86_64: 257, lib.UM_ABI_I386: 295, lib.UM_ABI_X32: 257 | X32_BIT},
+    FACCESSAT: {lib.UM_ABI_X86_64: 269},
+    NEWFSTATAT: {lib.UM_ABI_X86_64: 262},
+    MKDIR: {lib.UM_ABI_X86_64: 83},
+    REFUSED: {lib.UM_ABI_I386: 11},
+}
+
+
+@pytest.fixture(autouse=True)
+def tables():
+    assert lib.um_table_reset(5) == 0
+    for sc, numbers in NUMBERS.items():
+        for abi, nr in numbers.items():
+            assert lib.um_map_nr(abi, nr, sc) == 0
+            claim = lib.UM_CLAIM_REFUSE if sc == REFUSED else lib.UM_CLAIM_PATH
+            assert lib.um_set_claim(abi, sc, claim) == 0
+            if sc == MKDIR:
+                assert lib.um_set_path_arg(abi, sc, 0, 0, -1, -1) == 0
+            elif sc != REFUSED:
+                assert lib.um_set_path_arg(abi, sc, 0, 1, 0, 3 if sc == NEWFSTATAT else -1) == 0
+    assert lib.um_set_write(OPENAT, lib.UM_WRITE_OFLAGS, 2) == 0
+    assert lib.um_set_write(FACCESSAT, lib.UM_WRITE_ACCESS, 2) == 0
+    assert lib.um_set_write(MKDIR, lib.UM_WRITE_ALWAYS, -1) == 0
+    lib.um_prefix_clear()
+    for prefix, kind in [(b"/foo", lib.UM_PREFIX_PLAIN), (b"/lay", lib.UM_PREFIX_LAYERED),
+                         (b"/lay/real", lib.UM_PREFIX_REAL), (b"/upper", lib.UM_PREFIX_ALIAS)]:
+        assert lib.um_prefix_add_kind(prefix, kind) == 0
+    lib.um_layer_clear()
+    assert lib.um_layer_add(b"/lay/hidden", lib.UM_LAYER_HIDE) == 0
+    assert lib.um_layer_add(b"/lay/dir", lib.UM_LAYER_DIR) == 0
+    lib.um_set_fd_check(1)
+    yield
+    lib.um_set_fd_check(0)
+    lib.um_layer_clear()
+    lib.um_prefix_clear()
+    lib.um_table_reset(0)
+
+
+def decide(sc, path, base=None, *, flags=0, abi=lib.UM_ABI_X86_64, vcwd=0, state=None, dirfd=AT_FDCWD,
+           at_flags=0):
+    """um_decide for call sc with one path argument as given (relative ones
+    start from base); returns (decision, resolved path or None, its kind)."""
+    d = ffi.new("struct um_decide_in *")
+    d.abi = abi
+    d.nr = NUMBERS[sc][abi]
+    args = [0] * 6
+    if sc == MKDIR:
+        args[0] = 1 if path is not None else 0
+    else:
+        args[:4] = [dirfd, 1 if path is not None else 0, flags, at_flags]
+    d.args = args
+    d.vcwd = vcwd
+    d.walk = 0  # pure: no symlink check on the real tree
+    s = d.slot[0]
+    if state is not None:
+        s.state = state
+    elif path is None:
+        s.state = lib.UM_SLOT_NULL
+    elif path == b"" and at_flags & AT_EMPTY_PATH:
+        s.state = lib.UM_SLOT_EMPTY
+    else:
+        s.state = lib.UM_SLOT_PATH
+    s.err = -2
+    s.cwd_relative = dirfd == AT_FDCWD
+    s.str = path or b""
+    s.base_known = base is not None
+    s.base = base or b""
+    d.slot[1].state = lib.UM_SLOT_NONE
+    r = lib.um_decide(d)
+    resolved = ffi.buffer(d.path[0], d.path_len[0])[:] if d.path_len[0] >= 0 else None
+    assert d.sc == sc
+    return r, resolved, d.path_kind[0]
+
+
+R, W = os.O_RDONLY, os.O_WRONLY | os.O_CREAT
+
+
+@pytest.mark.parametrize("path, want", [
+    (b"/foo/bar", PYTHON),
+    (b"/foo", PYTHON),
+    (b"/foo/", PYTHON),
+    (b"/", NATIVE),
+    (b"/etc/passwd", NATIVE),
+    (b"/foobar", NATIVE),          # a string prefix, not a path prefix
+    (b"/foobar/x", NATIVE),
+    (b"//foo//./bar", PYTHON),
+    (b"/etc/../foo/x", PYTHON),    # ".." climbing into the prefix
+    (b"/foo/../etc", NATIVE),      # ... and out of it
+    (b"/foo/../foo", PYTHON),
+])
+def test_absolute_path_goes_to_python_only_under_a_plain_prefix(path, want):
+    assert decide(OPENAT, path, flags=R)[0] == want
+
+
+def test_relative_path_climbing_out_of_a_prefix_stays_native_and_is_resolved():
+    assert decide(OPENAT, b"../../etc/x", b"/foo/a", flags=R) == (NATIVE, b"/etc/x", -1)
+
+
+def test_relative_path_climbing_into_a_prefix_goes_to_python_and_is_resolved():
+    assert decide(OPENAT, b"../foo/./x", b"/etc", flags=R) == (PYTHON, b"/foo/x", lib.UM_PREFIX_PLAIN)
+
+
+@pytest.mark.parametrize("sc, flags, want", [
+    (OPENAT, R, NATIVE),
+    (OPENAT, W, PYTHON),
+    (OPENAT, os.O_RDWR, PYTHON),
+    (OPENAT, os.O_TRUNC, PYTHON),
+    (FACCESSAT, os.R_OK, NATIVE),
+    (FACCESSAT, os.W_OK, PYTHON),
+    (MKDIR, 0, PYTHON),
+])
+def test_layered_prefix_sends_writes_to_python_and_lets_reads_run(sc, flags, want):
+    assert decide(sc, b"/lay/file", flags=flags) == (want, b"/lay/file", lib.UM_PREFIX_LAYERED)
+
+
+def test_real_prefix_inside_a_layered_one_stays_native_even_for_writes():
+    assert decide(OPENAT, b"/lay/real/f", flags=W) == (NATIVE, b"/lay/real/f", lib.UM_PREFIX_REAL)
+
+
+def test_alias_prefix_is_native_by_absolute_path():
+    assert decide(OPENAT, b"/upper/a/f", flags=W) == (NATIVE, b"/upper/a/f", lib.UM_PREFIX_ALIAS)
+
+
+def test_alias_prefix_climbed_out_of_with_dotdot_goes_to_python():
+    assert decide(OPENAT, b"../x", b"/upper/a", flags=R)[0] == PYTHON
+    assert decide(OPENAT, b"../../etc", b"/upper/a", flags=R)[0] == PYTHON  # raw path under the alias
+
+
+@pytest.mark.parametrize("path, want", [
+    (b"/lay/hidden", PYTHON),
+    (b"/lay/hidden/below/x", PYTHON),  # a HIDE entry hides all below it
+    (b"/lay/dir", PYTHON),             # a DIR entry: the directory itself
+    (b"/lay/dir/lower-only", NATIVE),  # ... names below it not in the set are the lower's
+    (b"/lay/other", NATIVE),
+])
+def test_layer_set_hide_and_dir_entries_decide_reads(path, want):
+    assert decide(OPENAT, path, flags=R)[0] == want
+
+
+def test_empty_path_with_at_empty_path_is_decided_by_its_fd_file():
+    assert decide(NEWFSTATAT, b"", b"/foo/d", at_flags=AT_EMPTY_PATH, dirfd=3) == (
+        PYTHON, b"/foo/d", lib.UM_PREFIX_PLAIN)
+    assert decide(NEWFSTATAT, b"", b"/etc/d", at_flags=AT_EMPTY_PATH, dirfd=3) == (NATIVE, b"/etc/d", -1)
+
+
+def test_empty_path_without_at_empty_path_is_the_kernels_enoent():
+    assert decide(NEWFSTATAT, b"", b"/foo", state=lib.UM_SLOT_ERROR) == (NATIVE, None, -1)
+
+
+def test_empty_path_on_a_pipe_is_native():
+    assert decide(NEWFSTATAT, b"", b"pipe:[123]", at_flags=AT_EMPTY_PATH, dirfd=3) == (NATIVE, None, -1)
+
+
+@pytest.mark.parametrize("abi", [lib.UM_ABI_X86_64, lib.UM_ABI_I386, lib.UM_ABI_X32])
+def test_every_abi_maps_openat_to_the_same_neutral_call(abi):
+    assert decide(OPENAT, b"/foo/x", abi=abi) == (PYTHON, b"/foo/x", lib.UM_PREFIX_PLAIN)
+    assert decide(OPENAT, b"/etc/x", abi=abi)[0] == NATIVE
+
+
+def test_claim_refuse_on_one_abi_refuses_that_abi_only():
+    d = ffi.new("struct um_decide_in *")
+    d.abi, d.nr = lib.UM_ABI_I386, 11
+    assert lib.um_decide(d) == REFUSE and d.sc == REFUSED
+    assert lib.um_set_claim(lib.UM_ABI_I386, OPENAT, lib.UM_CLAIM_REFUSE) == 0
+    assert decide(OPENAT, b"/etc/x", abi=lib.UM_ABI_I386)[0] == REFUSE
+    assert decide(OPENAT, b"/etc/x", abi=lib.UM_ABI_X86_64)[0] == NATIVE
+
+
+def test_relative_path_of_a_virtual_cwd_goes_to_python_unresolved():
+    assert decide(OPENAT, b"x", b"/etc", vcwd=lib.UM_VCWD) == (PYTHON, None, -1)
+
+
+def test_faithful_virtual_cwd_lets_a_relative_path_without_dotdot_be_decided():
+    faithful = lib.UM_VCWD | lib.UM_VCWD_FAITHFUL
+    assert decide(OPENAT, b"x", b"/etc", vcwd=faithful) == (NATIVE, b"/etc/x", -1)
+    assert decide(OPENAT, b"../x", b"/etc", vcwd=faithful) == (PYTHON, None, -1)
+
+
+def test_unreadable_or_overlong_path_is_left_to_the_kernel():
+    assert decide(OPENAT, b"/foo/x", state=lib.UM_SLOT_ERROR) == (NATIVE, None, -1)

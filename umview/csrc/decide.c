@@ -1,0 +1,584 @@
+/* decide.c - the fast-path decision: resolve paths, look up the tables */
+#include "internal.h"
+
+/* ------------------------------------------------------------------ */
+/* path resolution for the fast path (lexical: no symlinks)            */
+/* ------------------------------------------------------------------ */
+
+/* Normalize an absolute path in place: collapse "//", drop ".", apply "..". */
+static int normalize(char *p)
+{
+    char *out = p, *in = p;
+    if (*in != '/')
+        return -EINVAL;
+    while (*in) {
+        while (*in == '/')
+            in++;
+        if (!*in)
+            break;
+        char *end = strchrnul(in, '/');
+        size_t l = (size_t)(end - in);
+        if (l == 1 && in[0] == '.') {
+            /* skip */
+        } else if (l == 2 && in[0] == '.' && in[1] == '.') {
+            while (out > p && *--out != '/')
+                ;
+        } else {
+            *out++ = '/';
+            memmove(out, in, l);
+            out += l;
+        }
+        in = end;
+    }
+    if (out == p)
+        *out++ = '/';
+    *out = 0;
+    return (int)(out - p);
+}
+
+static int read_link(const char *proc, char *out, int size)
+{
+    ssize_t n = readlink(proc, out, (size_t)size - 1);
+    if (n < 0)
+        return -errno;
+    if (n >= size - 1)
+        return -ENAMETOOLONG;
+    out[n] = 0;
+    return (int)n;
+}
+
+/* Does a path have a ".." component? */
+static int has_dotdot(const char *p)
+{
+    for (const char *c = p; (c = strstr(c, "..")) != NULL; c += 2)
+        if ((c == p || c[-1] == '/') && (c[2] == 0 || c[2] == '/'))
+            return 1;
+    return 0;
+}
+
+
+/* How the prefix table sees a normalized absolute path: UM_PREFIX_PLAIN if
+ * a plain prefix holds it; otherwise the kind of the longest layered or real
+ * prefix holding it (a real subtree of a layered mount stays real, a layered
+ * one inside that is layered again; at equal length layered wins, the safer
+ * side); -1 if no prefix holds it. */
+static int prefix_kind_of(const char *p)
+{
+    int kind = -1;
+    size_t best = 0;
+    for (int i = 0; i < nprefixes; i++) {
+        size_t l = prefix_len[i];
+        if (l > 1 && (strncmp(p, prefixes[i], l) != 0 || (p[l] != 0 && p[l] != '/')))
+            continue;
+        if (prefix_kind[i] == UM_PREFIX_PLAIN)
+            return UM_PREFIX_PLAIN;
+        if (kind < 0 || l > best || (l == best && prefix_kind[i] == UM_PREFIX_LAYERED)) {
+            kind = prefix_kind[i];
+            best = l;
+        }
+    }
+    return kind;
+}
+
+int um_prefix_kind(const char *p) { return p[0] == '/' ? prefix_kind_of(p) : -EINVAL; }
+
+
+/* Is there a symlink on this absolute path (as the kernel would walk it,
+ * ".." included, the last component followed)? One openat2 with
+ * RESOLVE_NO_SYMLINKS (Linux 5.6+) answers; procfs is left alone (its magic
+ * links name the tracee's own files, the kernel resolves them right). */
+struct um_open_how {
+    uint64_t flags, mode, resolve;
+};
+static int openat2_state; /* 0 unknown/works, -1 absent */
+static int check_symlinks; /* set by Python when an engine walks symlinks in the view */
+static uint64_t family_set;  /* socket families engines claim (UM_CLAIM_FAMILY): bit f = family f */
+static int fd_check;       /* set by Python: an empty or NULL path's dirfd is looked at (um_decide) */
+
+void um_set_symlink_check(int on) { check_symlinks = on; }
+void um_set_families(uint64_t bits) { family_set = bits; }
+void um_set_fd_check(int on) { fd_check = on; }
+
+static int symlink_on_path(const char *raw)
+{
+    if (openat2_state < 0 || strncmp(raw, "/proc/", 6) == 0)
+        return 0;
+    struct um_open_how how = {O_PATH | O_CLOEXEC, 0, 0x04 /* RESOLVE_NO_SYMLINKS */};
+    int fd = (int)syscall(437 /* openat2 */, AT_FDCWD_, raw, &how, sizeof how);
+    if (fd >= 0) {
+        close(fd);
+        return 0;
+    }
+    if (errno == ENOSYS || errno == E2BIG)
+        openat2_state = -1;
+    return errno == ELOOP;
+}
+
+/* One path a symlink walk reaches: must Python see the call because of it?
+ * Intermediate paths matter only if something below them is hidden; the
+ * final one also if the upper layer changes the directory itself. */
+static int visit_needs_python(const char *p, size_t n, uint64_t hash, int final, int writes)
+{
+    int k = prefix_kind_of(p);
+    if (k == UM_PREFIX_PLAIN)
+        return 1;
+    if (k != UM_PREFIX_LAYERED)
+        return 0;
+    if (writes)
+        return 1;
+    const struct layer_slot *e = layer_find_hashed(p, n, hash);
+    return e && (e->kind == UM_LAYER_HIDE || final);
+}
+
+#define MAX_LINKS 40 /* the kernel's MAXSYMLINKS */
+
+/* Walk a raw absolute path with a symlink on it as the kernel would, with
+ * readlinkat(2) on the real tree, and check every path the walk reaches: a
+ * link may lead under a prefix, or to a path the layer set names, although
+ * the path does not lie there lexically. The last component is followed
+ * even for calls that do not follow it: that checks one path more, which can
+ * only send a call to Python that did not need it. A component the real tree
+ * lacks ends the readlinks (the kernel stops there too), but the rest is
+ * still checked lexically: the upper layer may have it. Returns 1 if Python
+ * must see the call, or the walk is unsure; 0 if it may run natively.
+ * Linear in the path's length: each component is looked up from its
+ * parent's fd and hashed once, as a continuation of its parent's hash. */
+static int walk_needs_python(const char *raw, int writes)
+{
+    static char rest[2 * PATH_MAX + 2]; /* still to walk */
+    /* the resolved path's ancestors, at each depth: its length, its hash */
+    static struct { size_t len; uint64_t h; } up[PATH_MAX / 2 + 2];
+    char cur[PATH_MAX + 1]; /* resolved so far, normalized, no trailing '/' */
+    char link[PATH_MAX + 1];
+    size_t n = strlen(raw), clen = 1;
+    int links = 0, missing = 0, depth = 0, answer = 1;
+    stats.layer_walks++;
+    if (raw[0] != '/' || n >= sizeof rest)
+        return 1;
+    /* the directory cur names: each component is looked at from its parent
+     * (readlinkat, openat), never again from the root */
+    int dirfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0)
+        return 1;
+    memcpy(rest, raw, n + 1);
+    strcpy(cur, "/");
+    up[0].len = 1;
+    up[0].h = layer_hash_more(LAYER_HASH_START, "/", 1);
+    for (char *r = rest;;) {
+        while (*r == '/')
+            r++;
+        if (!*r)
+            break;
+        char *end = strchrnul(r, '/');
+        size_t l = (size_t)(end - r);
+        if (l == 1 && r[0] == '.') {
+            r = end;
+            continue;
+        }
+        if (l == 2 && r[0] == '.' && r[1] == '.') {
+            /* ".." leaves the resolved directory; past a component the real
+             * tree lacks, only the view knows where it leads */
+            if (missing)
+                goto out;
+            if (depth > 0)
+                depth--;
+            clen = up[depth].len;
+            cur[clen] = 0;
+            int fd = openat(dirfd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+            if (fd < 0)
+                goto out;
+            close(dirfd);
+            dirfd = fd;
+            r = end;
+            continue;
+        }
+        if (clen + 1 + l > PATH_MAX)
+            goto out;
+        if (clen > 1)
+            cur[clen++] = '/';
+        const char *name = cur + clen;
+        memcpy(cur + clen, r, l);
+        clen += l;
+        cur[clen] = 0;
+        r = end;
+        uint64_t h = layer_hash_more(up[depth].h, cur + up[depth].len, clen - up[depth].len);
+        depth++;
+        up[depth].len = clen;
+        up[depth].h = h;
+        if (visit_needs_python(cur, clen, h, 0, writes))
+            goto out;
+        if (clen >= 6 && strncmp(cur, "/proc/", 6) == 0) {
+            answer = 0; /* its magic links are the tracee's: see symlink_on_path */
+            goto out;
+        }
+        if (missing)
+            continue;
+        /* a directory (one call for most components): step into it */
+        int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0) {
+            close(dirfd);
+            dirfd = fd;
+            continue;
+        }
+        if (errno != ENOTDIR && errno != ENOENT)
+            goto out;
+        /* a symlink, a file, or nothing */
+        ssize_t t = readlinkat(dirfd, name, link, sizeof link);
+        if (t < 0 && errno == EINVAL) {
+            missing = 1; /* a file: a component after it is ENOTDIR natively */
+            continue;
+        }
+        if (t < 0) {
+            if (errno == ENOENT || errno == ENOTDIR) {
+                missing = 1;
+                continue;
+            }
+            goto out;
+        }
+        if (t == 0 || t >= (ssize_t)sizeof link) {
+            answer = t == 0 ? 0 : 1; /* an empty target is ENOENT natively */
+            goto out;
+        }
+        if (++links > MAX_LINKS) {
+            answer = 0; /* the kernel gives ELOOP by itself */
+            goto out;
+        }
+        /* rest = link + "/" + what follows the link */
+        size_t m = strlen(r);
+        if ((size_t)t + 1 + m + 1 > sizeof rest)
+            goto out;
+        memmove(rest + t + 1, r, m + 1);
+        memcpy(rest, link, (size_t)t);
+        rest[t] = '/';
+        r = rest;
+        /* a relative target is walked from the link's directory (dirfd still
+         * is), an absolute one from "/" */
+        depth = link[0] == '/' ? 0 : depth - 1;
+        clen = up[depth].len;
+        cur[clen] = 0; /* cur[0] is always '/' */
+        if (link[0] == '/') {
+            int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+            if (fd < 0)
+                goto out;
+            close(dirfd);
+            dirfd = fd;
+        }
+    }
+    answer = visit_needs_python(cur, clen, up[depth].h, 1, writes);
+out:
+    close(dirfd);
+    return answer;
+}
+
+
+/* ------------------------------------------------------------------ */
+/* gathering: what the decision needs from the tracee                  */
+/* ------------------------------------------------------------------ */
+
+/* What the dirfd (or, for AT_FDCWD, the cwd) of thread tid names, into base.
+ * 0, or -EBADF for a bad fd (the kernel says so too). */
+static int read_base(pid_t tid, int dirfd, char *base)
+{
+    char proc[64];
+    if (dirfd == AT_FDCWD_)
+        snprintf(proc, sizeof proc, "/proc/%d/cwd", tid);
+    else
+        snprintf(proc, sizeof proc, "/proc/%d/fd/%d", tid, dirfd);
+    int b = read_link(proc, base, UM_PATH_BUF);
+    if (b < 0)
+        return b == -ENOENT ? -EBADF : b;
+    return 0;
+}
+
+/* Read path argument pa of the call, and the directory it starts from when
+ * it is relative; for an empty or NULL path that names its dirfd, that
+ * fd's file only if fd_base (a readlink that fstat, glibc's
+ * newfstatat(fd, "", AT_EMPTY_PATH), would pay at every call). */
+static void gather_slot(pid_t tid, const struct path_arg *pa, const uint64_t *args, struct um_decide_slot *s,
+                        int fd_base)
+{
+    s->state = UM_SLOT_NONE;
+    s->base_known = 0;
+    s->str[0] = 0;
+    if (pa->path < 0)
+        return;
+    int dirfd = pa->dirfd >= 0 ? (int)args[pa->dirfd] : AT_FDCWD_;
+    s->cwd_relative = dirfd == AT_FDCWD_;
+    int n;
+    if (args[pa->path] == 0 && pa->dirfd >= 0) {
+        s->state = UM_SLOT_NULL;
+    } else if ((n = um_read_string(tid, args[pa->path], s->str, UM_PATH_BUF)) < 0) {
+        s->state = UM_SLOT_ERROR;
+        s->err = n;
+        return;
+    } else {
+        stats.path_reads++;
+        if (s->str[0] == '/') {
+            s->state = UM_SLOT_PATH;
+            return;
+        }
+        if (n > 0) {
+            s->state = UM_SLOT_PATH;
+        } else if (pa->dirfd >= 0 && pa->emptyflg >= 0 && (args[pa->emptyflg] & AT_EMPTY_PATH_)) {
+            s->state = UM_SLOT_EMPTY;
+        } else {
+            s->state = UM_SLOT_ERROR; /* "" is ENOENT unless AT_EMPTY_PATH makes it the dirfd */
+            s->err = -ENOENT;
+            return;
+        }
+    }
+    if (s->state != UM_SLOT_PATH && !fd_base)
+        return;
+    int e = read_base(tid, dirfd, s->base);
+    if (e && s->state == UM_SLOT_PATH) {
+        s->state = UM_SLOT_ERROR;
+        s->err = e;
+    }
+    s->base_known = !e;
+}
+
+/* Fill in what um_decide needs for this call, reading only what its claim
+ * bits ask for. Returns 1 if it read tracee memory or /proc (a notification
+ * must then be checked as still valid before acting on it), else 0. */
+static int gather(pid_t tid, struct um_decide_in *in)
+{
+    int abi = in->abi, read = 0;
+    in->vcwd = (thr(tid)->vcwd ? UM_VCWD : 0) | (thr(tid)->faithful ? UM_VCWD_FAITHFUL : 0);
+    in->walk = 1;
+    in->fd0[0] = 0;
+    in->unix_path = 0;
+    in->how_readable = 0;
+    for (int s = 0; s < PATH_SLOTS; s++)
+        in->slot[s].state = UM_SLOT_NONE;
+    int sc = abi < 0 || abi >= UM_NABI ? -1 : lookup_sc(abi, (long)in->nr);
+    if (sc < 0)
+        return 0;
+    int c = claim[abi][sc];
+    if (c & (UM_CLAIM_REFUSE | UM_CLAIM_ALL))
+        return 0;
+    if ((c & UM_CLAIM_FD) && (int)in->args[0] >= 0) {
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/%d/fd/%d", tid, (int)in->args[0]);
+        if (read_link(proc, in->fd0, UM_PATH_BUF) < 0)
+            in->fd0[0] = 0; /* a bad fd: the kernel says so */
+        read = 1;
+    }
+    if ((c & UM_CLAIM_UNIXADDR) && in->args[2] > 2) {
+        unsigned char head[3];
+        in->unix_path = um_read_mem(tid, in->args[1], head, sizeof head) == (int)sizeof head &&
+                        head[0] == AF_UNIX && head[1] == 0 && head[2] != 0;
+        read = 1;
+    }
+    if (!(c & UM_CLAIM_PATH))
+        return read;
+    for (int s = 0; s < PATH_SLOTS; s++)
+        gather_slot(tid, &path_args[abi][sc][s], in->args, &in->slot[s], fd_check);
+    if (write_kind[sc] == UM_WRITE_OPENHOW)
+        in->how_readable = um_read_mem(tid, in->args[write_arg[sc]], &in->how_flags, sizeof in->how_flags) ==
+                           (int)sizeof in->how_flags;
+    return 1;
+}
+
+/* ------------------------------------------------------------------ */
+/* resolving a gathered path (lexical: no symlinks)                    */
+/* ------------------------------------------------------------------ */
+
+/* The slot's path made absolute and normalized into out (UM_PATH_BUF
+ * bytes), as um_resolve_path gives it: an empty path with AT_EMPTY_PATH
+ * stands for its dirfd's file. Its length, or -errno (unreadable, too long,
+ * the base not a directory; -EAGAIN: the base was not gathered). raw (if
+ * given) gets the absolute path before normalizing, *climbs whether a
+ * relative path has a ".." component. */
+static int slot_path(const struct um_decide_slot *s, char *out, char *raw, int *climbs)
+{
+    *climbs = 0;
+    if (s->state == UM_SLOT_ERROR)
+        return s->err;
+    if (s->state == UM_SLOT_NULL)
+        return -EFAULT;
+    if (s->state != UM_SLOT_PATH && s->state != UM_SLOT_EMPTY)
+        return -ENOENT;
+    size_t n = strnlen(s->str, UM_PATH_BUF);
+    if (n >= UM_PATH_BUF)
+        return -ENAMETOOLONG;
+    if (s->state == UM_SLOT_PATH && s->str[0] == '/') {
+        memcpy(out, s->str, n + 1);
+    } else {
+        if (s->state == UM_SLOT_PATH)
+            *climbs = has_dotdot(s->str);
+        if (!s->base_known)
+            return -EAGAIN;
+        if (s->base[0] != '/')
+            return -ENOTDIR; /* a pipe, socket or anon inode: not a directory */
+        size_t b = strnlen(s->base, UM_PATH_BUF);
+        if (b + (n ? 1 + n : 0) >= UM_PATH_BUF)
+            return -ENAMETOOLONG;
+        memcpy(out, s->base, b + 1);
+        if (n) {
+            out[b] = '/';
+            memcpy(out + b + 1, s->str, n + 1);
+        }
+    }
+    if (raw)
+        strcpy(raw, out);
+    return normalize(out);
+}
+
+int um_resolve_path(int tid, int abi, int sc, int slot, const uint64_t *args, char *out, int size)
+{
+    static struct um_decide_slot s;
+    static char buf[UM_PATH_BUF];
+    int climbs;
+    if (abi < 0 || abi >= UM_NABI || sc < 0 || sc >= nsc || slot < 0 || slot >= PATH_SLOTS || size < 2)
+        return -EINVAL;
+    gather_slot(tid, &path_args[abi][sc][slot], args, &s, 1);
+    int n = slot_path(&s, buf, NULL, &climbs);
+    if (n < 0)
+        return n;
+    if (n >= size)
+        return -ENAMETOOLONG;
+    memcpy(out, buf, (size_t)n + 1);
+    return n;
+}
+
+/* Does this call modify the file system (the write table)? */
+static int call_writes(const struct um_decide_in *in, int sc)
+{
+    const uint64_t wflags = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC; /* O_TMPFILE has O_RDWR or O_WRONLY */
+    switch (write_kind[sc]) {
+    case UM_WRITE_ALWAYS:
+        return 1;
+    case UM_WRITE_OFLAGS:
+        return (in->args[write_arg[sc]] & wflags) != 0;
+    case UM_WRITE_OPENHOW:
+        /* unreadable: Python (and then the kernel) gives the EFAULT */
+        return !in->how_readable || (in->how_flags & wflags) != 0;
+    case UM_WRITE_ACCESS:
+        return (in->args[write_arg[sc]] & 2 /* W_OK */) != 0;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* the decision                                                        */
+/* ------------------------------------------------------------------ */
+
+/* The claim bits of a call: its entry in the claim table; for a number no
+ * table knows, refused if the filter traps it (a control call with no one
+ * to answer: ENOSYS) or from an ABI no one decodes, else none. */
+static int claim_of(int abi, uint64_t nr, int sc)
+{
+    if (abi < 0 || abi >= UM_NABI)
+        return UM_CLAIM_REFUSE;
+    if (sc >= 0)
+        return claim[abi][sc];
+    return (nr & ~(uint64_t)X32_BIT) != UM_NR_CONTROL && !trap[abi][nr & (MAX_NR - 1)] ? 0 : UM_CLAIM_REFUSE;
+}
+
+/* Does Python need to see this call, from what was gathered and the
+ * tables? For each path argument: under a plain prefix, yes; under a
+ * layered one (and no real one inside it), if the call writes or the layer
+ * set names the path; and if a symlink is on the way, whatever the walk
+ * finds (see docs/internals.md). An empty or NULL path names its dirfd:
+ * whoever owns that fd decides, not the prefix table (fd_check). Every path
+ * slot is resolved for the event, also once the answer is known. */
+int um_decide(struct um_decide_in *in)
+{
+    int abi = in->abi;
+    for (int s = 0; s < PATH_SLOTS; s++) {
+        in->path_len[s] = -1;
+        in->path_kind[s] = -1;
+    }
+    in->sc = abi < 0 || abi >= UM_NABI ? -1 : lookup_sc(abi, (long)in->nr);
+    int sc = in->sc, c = claim_of(abi, in->nr, sc);
+    if (c & UM_CLAIM_REFUSE)
+        return UM_DECIDE_REFUSE;
+    if (sc < 0)
+        return UM_DECIDE_NATIVE;
+    int python = (c & UM_CLAIM_ALL) != 0;
+    if ((c & UM_CLAIM_FD) && in->fd0[0] == '/' && prefix_kind_of(in->fd0) == UM_PREFIX_PLAIN)
+        python = 1;
+    if ((c & UM_CLAIM_VCWD) && (in->vcwd & UM_VCWD))
+        python = 1;
+    if (c & UM_CLAIM_FAMILY) {
+        int family = (int)in->args[0];
+        if (family < 0 || family >= 64 || (family_set >> family) & 1)
+            python = 1;
+    }
+    if ((c & UM_CLAIM_UNIXADDR) && in->unix_path)
+        python = 1;
+    if (!(c & UM_CLAIM_PATH))
+        return python;
+    static char raw[UM_PATH_BUF];
+    int writes = -1; /* looked up once, when a path needs it */
+    for (int s = 0; s < PATH_SLOTS; s++) {
+        const struct um_decide_slot *st = &in->slot[s];
+        int climbs, n = slot_path(st, in->path[s], raw, &climbs);
+        /* relative to a virtual cwd: only Python knows where that is */
+        int unsure = st->state == UM_SLOT_PATH && st->str[0] != '/' && st->cwd_relative && (in->vcwd & UM_VCWD) &&
+                     !((in->vcwd & UM_VCWD_FAITHFUL) && !climbs);
+        if (n >= 0 && !unsure) {
+            in->path_len[s] = n;
+            in->path_kind[s] = prefix_kind_of(in->path[s]);
+        }
+        if (python)
+            continue;
+        if (st->state == UM_SLOT_EMPTY || st->state == UM_SLOT_NULL) {
+            /* the dirfd's file: under a plain prefix (a module that serves
+             * listings from a private directory translates fstat on them),
+             * or written under a layered one (a lower file changed through
+             * an fd, as futimens does, is copied up first) */
+            if (fd_check && st->base_known && st->base[0] == '/') {
+                int k = prefix_kind_of(st->base);
+                if (writes < 0 && k == UM_PREFIX_LAYERED)
+                    writes = call_writes(in, sc);
+                python = k == UM_PREFIX_PLAIN || (k == UM_PREFIX_LAYERED && writes);
+            }
+            continue;
+        }
+        if (unsure || n == -EAGAIN) {
+            python = 1;
+            continue;
+        }
+        if (n < 0) {
+            /* the kernel gives the tracee the same errno; any other failure: unsure */
+            python = !(n == -ENAMETOOLONG || n == -EFAULT || n == -ENOENT || n == -ENOTDIR || n == -EBADF);
+            continue;
+        }
+        int k = in->path_kind[s];
+        if (k == UM_PREFIX_PLAIN) {
+            python = 1;
+            continue;
+        }
+        /* ".." from a directory of a layer's upper directory: its parent
+         * there lacks what the view shows (the lower layer's names) */
+        if (climbs && (k == UM_PREFIX_ALIAS || prefix_kind_of(raw) == UM_PREFIX_ALIAS)) {
+            python = 1;
+            continue;
+        }
+        if (k == UM_PREFIX_LAYERED) {
+            if (writes < 0)
+                writes = call_writes(in, sc);
+            if (writes || layer_hit(in->path[s], (size_t)n)) {
+                python = 1;
+                continue;
+            }
+        }
+        if (in->walk && check_symlinks && nprefixes > 0 && symlink_on_path(raw)) {
+            if (writes < 0)
+                writes = call_writes(in, sc);
+            python = walk_needs_python(raw, writes);
+        }
+    }
+    return python;
+}
+
+/* Gather and decide: UM_DECIDE_*, with in->sc and the resolved paths set.
+ * *read (if given): whether tracee memory or /proc was read. */
+int decide_call(pid_t tid, struct um_decide_in *in, int *read)
+{
+    int r = gather(tid, in);
+    if (read)
+        *read = r;
+    return um_decide(in);
+}

@@ -1,0 +1,268 @@
+/* filter.c - the seccomp filter: building it, installing it, stacking it on
+ * running tracees */
+#include "internal.h"
+
+/* ------------------------------------------------------------------ */
+/* the seccomp filter                                                  */
+/* ------------------------------------------------------------------ */
+
+
+
+static void emit(struct bpf_buf *b, struct sock_filter s)
+{
+    if (b->n >= MAX_INSNS) {
+        b->overflow = 1;
+        return;
+    }
+    b->f[b->n++] = s;
+}
+
+/* Emit a binary search over the sorted numbers nrs[lo..hi): on a match,
+ * RET_TRACE or RET_USER_NOTIF as the number's trap class says, RET_ALLOW
+ * otherwise. The accumulator holds the number. Long jumps use BPF_JA (32-bit
+ * offset) so any table size fits. */
+static void emit_search(struct bpf_buf *b, const long *nrs, const unsigned char *how, int lo, int hi,
+                        uint32_t bias)
+{
+    if (hi - lo <= 4) {
+        for (int i = lo; i < hi; i++) {
+            uint32_t ret = how[nrs[i]] == UM_TRAP_NOTIF ? SECCOMP_RET_USER_NOTIF : SECCOMP_RET_TRACE;
+            emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nrs[i] | bias, 0, 1));
+            emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, ret));
+        }
+        emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+        return;
+    }
+    int mid = (lo + hi) / 2;
+    /* if nr >= nrs[mid]: fall into the "ja right"; else skip it to the left half */
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, (uint32_t)nrs[mid] | bias, 0, 1));
+    int ja = b->n;
+    emit(b, (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, 0));
+    emit_search(b, nrs, how, lo, mid, bias);
+    if (!b->overflow)
+        b->f[ja].k = (uint32_t)(b->n - ja - 1);
+    emit_search(b, nrs, how, mid, hi, bias);
+}
+
+static int collect(const unsigned char *tab, long *out)
+{
+    int n = 0;
+    for (long i = 0; i < MAX_NR; i++)
+        if (tab[i])
+            out[n++] = i;
+    return n;
+}
+
+/* the control channel: trapped on every ABI, whatever the modules claim */
+static void emit_control(struct bpf_buf *b, uint32_t bias)
+{
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, UM_NR_CONTROL | bias, 0, 1));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE));
+}
+
+/* The filter of the trap table tab (trap classes per ABI and number). */
+static int build_filter_of(struct bpf_buf *b, unsigned char (*tab)[MAX_NR])
+{
+    static long nrs[MAX_NR];
+    b->n = 0;
+    b->overflow = 0;
+    /* [0] load arch; jump to the per-ABI sections patched below */
+    emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)));
+    int j64 = b->n;
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 1));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, 0)); /* -> L64 */
+    int j32 = b->n;
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_I386, 0, 1));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, 0)); /* -> L32 */
+    /* an ABI the filter does not model: refuse, never allow by default */
+    emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS));
+
+    int l64 = b->n;
+    b->f[j64 + 1].k = (uint32_t)(l64 - (j64 + 1) - 1);
+    emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
+    int jx32 = b->n;
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, (uint32_t)X32_BIT, 0, 1));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, 0)); /* -> LX32 */
+    emit_control(b, 0);
+    emit_search(b, nrs, tab[UM_ABI_X86_64], 0, collect(tab[UM_ABI_X86_64], nrs), 0);
+
+    int lx32 = b->n;
+    b->f[jx32 + 1].k = (uint32_t)(lx32 - (jx32 + 1) - 1);
+    emit_control(b, (uint32_t)X32_BIT);
+    emit_search(b, nrs, tab[UM_ABI_X32], 0, collect(tab[UM_ABI_X32], nrs), (uint32_t)X32_BIT);
+
+    int l32 = b->n;
+    b->f[j32 + 1].k = (uint32_t)(l32 - (j32 + 1) - 1);
+    emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
+    emit_control(b, 0);
+    emit_search(b, nrs, tab[UM_ABI_I386], 0, collect(tab[UM_ABI_I386], nrs), 0);
+    return b->overflow ? -E2BIG : 0;
+}
+
+static int build_filter(struct bpf_buf *b) { return build_filter_of(b, trap); }
+
+int any_notif(void)
+{
+    for (int a = 0; a < UM_NABI; a++)
+        for (int i = 0; i < MAX_NR; i++)
+            if (trap[a][i] == UM_TRAP_NOTIF)
+                return 1;
+    return 0;
+}
+
+/* Install the filter in the calling (child) process; *listener gets the fd
+ * of its user notifications, or -1 if it has no notification trap. */
+int install_filter(int *listener)
+{
+    *listener = -1;
+    static struct bpf_buf b;
+    int r = build_filter(&b);
+    if (r)
+        return r;
+    struct sock_fprog prog = {(unsigned short)b.n, b.f};
+    unsigned long flags = any_notif() ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0;
+    /* without CAP_SYS_ADMIN the kernel wants no_new_privs; with it (root),
+     * leave setuid programs working as they do natively */
+    long ret = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
+    if (ret < 0 && errno == EACCES) {
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+            return -errno;
+        ret = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
+    }
+    if (ret < 0)
+        return -errno;
+    if (flags)
+        *listener = (int)ret;
+    return 0;
+}
+
+
+static struct bpf_buf inject_buf;
+int inject_ready; /* inject_buf holds the filter of the current traps */
+
+/* Stack a filter of every current trap (all as ptrace stops: a new listener
+ * would be nobody's) on the process of a thread at an interrupt stop, for all
+ * its threads (TSYNC). Its registers are put back as they were, with the
+ * restart of an interrupted call done as the kernel would have. */
+void inject_filter(pid_t tid)
+{
+    struct user_regs_struct saved;
+    char task[64];
+    int tgid = tid;
+    {
+        char path[64], line[128];
+        snprintf(path, sizeof path, "/proc/%d/status", tid);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            while (fgets(line, sizeof line, f))
+                if (sscanf(line, "Tgid: %d", &tgid) == 1)
+                    break;
+            fclose(f);
+        }
+    }
+    uint64_t sigs = 0;
+    if (!inject_ready || get_regs(tid, &saved))
+        goto done;
+    if (saved.cs != 0x33) { /* a 32-bit process: not done (docs/internals.md) */
+        stats.inject_failed++;
+        goto done;
+    }
+    uint64_t at = vdso_syscall(tid);
+    if (!at) {
+        stats.inject_failed++;
+        goto done;
+    }
+    size_t size = (size_t)inject_buf.n * sizeof inject_buf.f[0];
+    uint64_t prog = (saved.rsp - 128 - size - 16) & ~(uint64_t)15, insns = prog + 16;
+    struct { uint16_t len; uint16_t pad[3]; uint64_t filter; } fprog = {(uint16_t)inject_buf.n, {0}, insns};
+    if (um_write_mem(tid, insns, inject_buf.f, size) != (int)size ||
+        um_write_mem(tid, prog, &fprog, sizeof fprog) != (int)sizeof fprog) {
+        stats.inject_failed++;
+        goto done;
+    }
+    long r = run_call(tid, &saved, at, SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, prog, &sigs);
+    if (r == -EACCES) {
+        /* not privileged in its namespace: the kernel wants no_new_privs */
+        r = run_call(tid, &saved, at, SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, &sigs);
+        if (r == 0)
+            r = run_call(tid, &saved, at, SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, prog,
+                         &sigs);
+    }
+    if (r == -ESRCH)
+        return;
+    struct user_regs_struct back = saved;
+    if ((long long)saved.orig_rax >= 0) {
+        long long e = (long long)saved.rax;
+        if (e == -ERESTARTSYS_ || e == -ERESTARTNOINTR_ || e == -ERESTARTNOHAND_) {
+            back.rax = saved.orig_rax;
+            back.rip -= 2;
+        } else if (e == -ERESTART_RESTARTBLOCK_) {
+            back.rax = SYS_restart_syscall;
+            back.rip -= 2;
+        }
+    }
+    if (ptrace(PTRACE_SETREGS, tid, 0, &back) && errno != ESRCH) {
+        /* it stands at the vDSO's syscall instruction with the injected
+         * call's registers: it cannot go on */
+        int e = -errno;
+        if (kill(tid, SIGKILL) == 0)
+            write_failed(tid, "the registers could not be restored after stacking a filter: the thread is killed", e);
+    }
+    for (int k = 1; k <= 64; k++)
+        if (sigs & (1ULL << (k - 1)))
+            syscall(SYS_tgkill, tgid, tid, k);
+    if (r == 0) {
+        stats.injected++;
+    } else {
+        stats.inject_failed++;
+    }
+done:
+    /* done or not doable: no thread of the process asks again */
+    thr(tid)->need_filter = 0;
+    snprintf(task, sizeof task, "/proc/%d/task", tgid);
+    DIR *dir = opendir(task);
+    if (dir) {
+        struct dirent *de;
+        while ((de = readdir(dir))) {
+            int t = atoi(de->d_name);
+            if (t > 0)
+                thr(t)->need_filter = 0;
+        }
+        closedir(dir);
+    }
+}
+
+/* The filter to stack: every trap, the spawn's and those added since, all
+ * as ptrace stops. */
+int build_inject(void)
+{
+    static unsigned char all[UM_NABI][MAX_NR];
+    for (int a = 0; a < UM_NABI; a++)
+        for (int i = 0; i < MAX_NR; i++)
+            all[a][i] = trap[a][i] || extra_trap[a][i] ? UM_TRAP_TRACE : 0;
+    int r = build_filter_of(&inject_buf, all);
+    if (r)
+        return r;
+    inject_ready = 1;
+    extra_dirty = 0;
+    return 0;
+}
+
+/* The traps Python added since the first process ran: a filter with every
+ * trap is stacked on each process at its next interrupt stop. Returns the
+ * number of threads asked to stop, 0 if there is nothing new. */
+int um_filter_inject(void)
+{
+    if (!extra_dirty)
+        return 0;
+    int r = build_inject();
+    if (r)
+        return r;
+    int n = 0;
+    for (pid_t t = 1; t <= thread_max_seen(); t++)
+        if (thr(t)->seen && ptrace(PTRACE_INTERRUPT, (pid_t)t, 0, 0) == 0) {
+            thr(t)->need_filter = 1;
+            n++;
+        }
+    return n;
+}

@@ -1,0 +1,251 @@
+/* internal.h - what the files of umview's C core (umview/csrc/) share.
+ * The public API is umview/core.h (also the cffi cdef); nothing here is
+ * visible outside the module (built with -fvisibility=hidden).
+ *
+ * One loop on waitpid(-1, __WALL) owns every ptrace stop. A seccomp filter,
+ * built from the calls Python says an engine may claim, makes only those calls
+ * stop (SECCOMP_RET_TRACE); every other call runs with no stop at all. At a
+ * trapped call C decodes it (PTRACE_GET_SYSCALL_INFO), looks the number up in
+ * the per-ABI table, and decides from the claim table and the path-prefix
+ * table whether Python must see it. If not, the tracee is resumed with
+ * PTRACE_CONT: one stop, no exit stop, no Python.
+ *
+ * The files, one per concern: loop.c (um_next, waiting, signals, group-stop,
+ * held forks), notif.c (the listener: serve, hand over, answer, addfd),
+ * decide.c (the fast-path decision), layerset.c (the layer set), filter.c
+ * (building, installing and stacking filters), tracee.c (memory and
+ * registers), spawn.c (spawn, attach), inject.c (injected calls), tables.c
+ * (what Python fills), thread.c (per-thread state).
+ *
+ * See docs/internals.md for signals, group-stop, exec and thread exit.
+ */
+#ifndef UM_INTERNAL_H
+#define UM_INTERNAL_H
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <poll.h>
+#include <unistd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include "core.h"
+
+/* Debian 12's headers predate these (Linux 6.16) */
+#ifndef PTRACE_GET_SYSCALL_INFO
+#define PTRACE_GET_SYSCALL_INFO 0x420e
+#endif
+#define UM_PTRACE_SET_SYSCALL_INFO 0x4212
+#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
+#define SECCOMP_IOCTL_NOTIF_SET_FLAGS _IOW('!', 4, uint64_t) /* Linux 6.6 */
+#endif
+#define UM_NOTIF_SYNC_WAKE_UP 1 /* SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP */
+#define SYS_pidfd_open_ 434
+#define SYS_pidfd_getfd_ 438
+#define SI_ENTRY 1
+#define SI_EXIT 2
+#define SI_SECCOMP 3
+#define X32_BIT 0x40000000L
+/* the kernel's restart codes (include/linux/errno.h), seen at a syscall-exit stop */
+#define ERESTARTSYS_ 512
+#define ERESTARTNOINTR_ 513
+#define ERESTARTNOHAND_ 514
+#define ERESTART_RESTARTBLOCK_ 516
+/* how every tracee is seized, spawned or attached (um_attach); children inherit them */
+#define TRACE_OPTIONS \
+    (PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | \
+     PTRACE_O_TRACEEXEC | PTRACE_O_TRACESECCOMP | PTRACE_O_EXITKILL)
+#define AT_FDCWD_ -100
+#define AT_EMPTY_PATH_ 0x1000
+
+/* struct ptrace_syscall_info as of Linux 6.16 (88 bytes; SET wants it whole) */
+struct um_sci {
+    uint8_t op;
+    uint8_t reserved;
+    uint16_t flags;
+    uint32_t arch;
+    uint64_t instruction_pointer;
+    uint64_t stack_pointer;
+    union {
+        struct { uint64_t nr; uint64_t args[6]; } entry;
+        struct { int64_t rval; uint8_t is_error; } exit;
+        struct { uint64_t nr; uint64_t args[6]; uint32_t ret_data; uint32_t reserved2; } seccomp;
+    };
+};
+
+#define MAX_NR 1024 /* numbers above this (x32 bias removed) are unknown */
+#define MAX_SC 2048
+#define PATH_SLOTS 2
+
+struct path_arg {
+    signed char path;     /* arg index of the path, -1 = none */
+    signed char dirfd;    /* arg index of its dirfd, -1 = relative to cwd */
+    signed char emptyflg; /* arg index of AT flags honouring AT_EMPTY_PATH, -1 = none */
+};
+
+struct regmap {
+    int nr, ret, args[6];
+};
+#define UR(f) (int)offsetof(struct user_regs_struct, f)
+#define REG(r, off) (*(unsigned long long *)((char *)(r) + (off)))
+
+/* What the loop knows of one thread, indexed by tid (thread.c: a lazily
+ * touched array over pid_max). Zero is a thread never seen. */
+struct um_thread {
+    unsigned seen : 1;        /* a tracee (counted in stats.processes) */
+    unsigned announced : 1;   /* its parent's fork/clone event was seen (or it is the first) */
+    unsigned held : 1;        /* a new tracee kept stopped until its parent's event is seen */
+    unsigned exit_wanted : 1; /* Python asked for this call's exit stop */
+    unsigned execed : 1;      /* execve succeeded while its exit stop was pending */
+    unsigned vcwd : 1;        /* its cwd is virtual: relative paths need Python */
+    unsigned faithful : 1;    /* with vcwd: the kernel's cwd shows the names the virtual one
+                               * does, so a relative path without ".." needs no Python */
+    unsigned redirected : 1;  /* a notification needs Python: interrupted, its restart awaited */
+    unsigned await_entry : 1; /* resumed with PTRACE_SYSCALL for the restarted call's entry stop */
+    unsigned pass_notif : 1;  /* handled at its entry stop: let its coming notification through */
+    unsigned need_filter : 1; /* its process lacks the filter of the current traps: stack one
+                               * on it at its next interrupt stop (um_filter_inject) */
+    unsigned injected : 1;    /* um_inject ran: the pending call waits at its syscall-entry stop */
+    unsigned injecting : 1;   /* in um_inject: its notifications are answered CONTINUE */
+    struct um_note *note;     /* redirected: the decision for the restart (decide once) */
+};
+
+/* A call a notification sent to Python, redirected to a ptrace stop: its
+ * restart's entry stop goes to Python without a second decision if it is
+ * the same call (ABI, number and arguments). */
+struct um_note {
+    int abi, sc;
+    uint64_t nr, args[6];
+    char path[PATH_SLOTS][UM_PATH_BUF];
+    int path_len[PATH_SLOTS], path_kind[PATH_SLOTS];
+};
+
+
+struct layer_slot {
+    char *path; /* NULL: empty; &layer_tomb: deleted */
+    size_t len;
+    int kind;
+};
+
+#define MAX_INSNS 4096
+struct bpf_buf {
+    struct sock_filter f[MAX_INSNS];
+    int n;
+    int overflow;
+};
+
+#ifndef PTRACE_GETSIGMASK
+#define PTRACE_GETSIGMASK 0x420a
+#define PTRACE_SETSIGMASK 0x420b
+#endif
+
+
+/* decide.c */
+int decide_call(pid_t tid, struct um_decide_in *in, int *read);
+
+/* filter.c */
+int any_notif(void);
+int install_filter(int *listener);
+extern int inject_ready;
+void inject_filter(pid_t tid);
+int build_inject(void);
+
+/* inject.c */
+uint64_t vdso_syscall(pid_t tid);
+long run_call(pid_t tid, const struct user_regs_struct *base, uint64_t at, long nr,
+                     uint64_t a0, uint64_t a1, uint64_t a2, uint64_t *sigs);
+
+/* layerset.c */
+#define LAYER_HASH_START 1469598103934665603ULL /* FNV-1a offset basis */
+uint64_t layer_hash_more(uint64_t h, const char *p, size_t n);
+struct layer_slot *layer_find(const char *p, size_t n);
+struct layer_slot *layer_find_hashed(const char *p, size_t n, uint64_t h);
+int layer_hit(const char *p, size_t n);
+
+/* loop.c */
+void defer_status(pid_t tid, int status);
+
+/* notif.c */
+void serve_notification(int may_hand);
+int notif_event(struct um_event *ev);
+void finish_notif(struct um_event *ev);
+void end_notifications(void);
+pid_t wait_notif(int *status);
+
+/* spawn.c */
+extern int setup_fd, go_fd, listener_fd, sigchld_fd;
+extern sigset_t saved_mask;
+void take_listener(void);
+
+/* loop.c */
+void event_paths(struct um_event *ev, const char (*path)[UM_PATH_BUF], const int *len, const int *kind);
+
+/* tables.c */
+extern struct path_arg path_args[UM_NABI][MAX_SC][PATH_SLOTS];
+extern unsigned char claim[UM_NABI][MAX_SC];
+extern int nsc;
+extern char *prefixes[256];
+extern size_t prefix_len[256];
+extern unsigned char prefix_kind[256];
+extern int nprefixes;
+extern unsigned char write_kind[MAX_SC];
+extern signed char write_arg[MAX_SC];
+extern struct regmap regmap[UM_NABI];
+extern unsigned char trap[UM_NABI][MAX_NR];
+extern unsigned char extra_trap[UM_NABI][MAX_NR];
+extern int extra_dirty;
+extern int event_mask;
+extern int spin_iterations;
+extern struct um_stats stats;
+extern int filter_fixed;
+int lookup_sc(int abi, long nr);
+
+/* thread.c */
+extern long pid_max;
+extern pid_t first_pid;
+extern int first_status;
+extern int ssi_state;
+extern struct um_sci cur_sci;
+extern pid_t cur_tid;
+struct um_thread *thr(pid_t tid); /* never NULL: a scratch record for a tid out of range */
+void thread_forget(pid_t tid);      /* the thread is gone: its tid starts afresh */
+pid_t thread_max_seen(void);        /* the highest tid ever recorded */
+void note_redirect(pid_t tid, int abi, int sc, uint64_t nr, const uint64_t *args, const char (*path)[UM_PATH_BUF],
+                   const int *path_len, const int *path_kind);
+struct um_note *note_take(pid_t tid, int abi, uint64_t nr, const uint64_t *args); /* free() it */
+int thread_table_init(void);
+
+/* tracee.c */
+int abi_from(uint32_t arch, uint64_t nr);
+int abi_of(const struct um_sci *si);
+int get_regs(int tid, struct user_regs_struct *r);
+int set_call(int tid, int abi, long nr, const uint64_t *args);
+int set_args_regs(int tid, int abi, const uint64_t *args);
+int set_return(int tid, int abi, int64_t val);
+int skip_call(pid_t tid, int abi, const uint64_t *args, int64_t rval);
+int rewrite_call(pid_t tid, int abi, long nr, const uint64_t *args);
+void write_failed(pid_t tid, const char *what, int err);
+
+
+#endif

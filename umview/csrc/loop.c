@@ -1,0 +1,478 @@
+/* loop.c - the loop: um_next, waiting, signals, group-stop, held forks */
+#include "internal.h"
+
+/* ------------------------------------------------------------------ */
+/* the loop                                                            */
+/* ------------------------------------------------------------------ */
+
+static void resume(pid_t tid, int req, int sig)
+{
+    if ((thr(tid)->exit_wanted || thr(tid)->await_entry) && req == PTRACE_CONT)
+        req = PTRACE_SYSCALL; /* keep the syscall stop we wait for */
+    ptrace(req, tid, 0, sig);
+}
+
+/* Exits seen while waiting on one thread (an injection): handed to the loop
+ * by wait_any before it waits for more. */
+#define MAX_DEFERRED 64
+static struct { pid_t tid; int status; } deferred[MAX_DEFERRED];
+static int ndeferred;
+
+void defer_status(pid_t tid, int status)
+{
+    if (ndeferred < MAX_DEFERRED) {
+        deferred[ndeferred].tid = tid;
+        deferred[ndeferred++].status = status;
+    }
+}
+
+
+
+static pid_t wait_any(int *status)
+{
+    pid_t pid;
+    if (ndeferred > 0) {
+        ndeferred--;
+        *status = deferred[0].status;
+        pid = deferred[0].tid;
+        memmove(deferred, deferred + 1, (size_t)ndeferred * sizeof deferred[0]);
+        return pid;
+    }
+    if (sigchld_fd >= 0)
+        return wait_notif(status);
+    for (int i = 0; i < spin_iterations; i++) {
+        pid = waitpid(-1, status, __WALL | WNOHANG);
+        if (pid != 0)
+            return pid;
+    }
+    do
+        pid = waitpid(-1, status, __WALL);
+    while (pid < 0 && errno == EINTR);
+    return pid;
+}
+
+static int is_stop_signal(int sig)
+{
+    return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+}
+
+/* The first process entered a group-stop: stop the monitor too, so the shell
+ * that started umview sees its job stopped; when the shell continues us,
+ * continue the first process if the shell's SIGCONT could not reach it. */
+static void propagate_stop(void)
+{
+    if (!isatty(0) && !isatty(2))
+        return;
+    kill(getpid(), SIGSTOP);
+    if (first_pid > 0 && getpgid(first_pid) != getpgrp())
+        kill(first_pid, SIGCONT);
+}
+
+/* New tracees held at their first stop until their parent's fork event. A
+ * parent killed before that event would leave one held forever: any exit
+ * releases them all (they then run without inherited state, a rare race). */
+#define MAX_HELD 64
+static pid_t held[MAX_HELD];
+static int nheld;
+
+static int hold(pid_t tid)
+{
+    if (nheld >= MAX_HELD)
+        return 0;
+    held[nheld++] = tid;
+    thr(tid)->held = 1;
+    return 1;
+}
+
+static void unhold(pid_t tid)
+{
+    for (int i = 0; i < nheld; i++)
+        if (held[i] == tid) {
+            held[i] = held[--nheld];
+            return;
+        }
+}
+
+static void release_all_held(void)
+{
+    while (nheld > 0) {
+        pid_t t = held[--nheld];
+        thr(t)->held = 0;
+        thr(t)->announced = 1;
+        ptrace(PTRACE_CONT, t, 0, 0);
+    }
+}
+
+/* Complete the reply Python gave to the outstanding event. */
+static void finish_reply(struct um_event *ev)
+{
+    pid_t tid = ev->tid;
+    int abi = ev->abi;
+    if (ev->kind == UM_EV_SYSCALL) {
+        /* after um_inject the call waits at its entry stop, whatever stop
+         * Python was handed */
+        int from_entry = (ev->flags & UM_FROM_ENTRY) || thr(tid)->injected;
+        thr(tid)->injected = 0;
+        if (ev->reply == UM_REPLY_SKIP) {
+            /* the number given with the arguments does not matter: -1 */
+            stats.skipped++;
+            if (ev->changed & (UM_CHANGED_ARGS | UM_CHANGED_NR))
+                stats.rewritten++;
+            skip_call(tid, abi, ev->args, ev->rval);
+            thr(tid)->exit_wanted = 0;
+            ptrace(PTRACE_CONT, tid, 0, 0);
+        } else if ((ev->changed & (UM_CHANGED_ARGS | UM_CHANGED_NR)) &&
+                   (stats.rewritten++, rewrite_call(tid, abi, ev->nr, ev->args) != 0)) {
+            /* not rewritten: failed with EIO (or gone, or killed) */
+            thr(tid)->exit_wanted = 0;
+            ptrace(PTRACE_CONT, tid, 0, 0);
+        } else {
+            if (from_entry) {
+                /* taken at its entry stop: the seccomp check still comes; its
+                 * notification or seccomp stop must pass without a second look */
+                long nr = ev->nr;
+                if (abi == UM_ABI_X32)
+                    nr &= ~X32_BIT;
+                if (nr >= 0 && nr < MAX_NR && trap[abi][nr])
+                    thr(tid)->pass_notif = 1;
+            }
+            if (ev->reply == UM_REPLY_CONTINUE_AFTER) {
+                thr(tid)->exit_wanted = 1;
+                ptrace(PTRACE_SYSCALL, tid, 0, 0);
+            } else {
+                thr(tid)->exit_wanted = 0;
+                ptrace(PTRACE_CONT, tid, 0, 0);
+            }
+        }
+    } else if (ev->kind == UM_EV_SYSCALL_EXIT) {
+        /* restore what entry changed (the syscall ABI preserves argument
+         * registers), then give the result */
+        if ((ev->changed & UM_CHANGED_ARGS) && !(ev->flags & UM_EXIT_AFTER_EXEC))
+            write_failed(tid, "the arguments of a call could not be restored at its exit",
+                         set_args_regs(tid, abi, ev->args));
+        if (ev->changed & UM_CHANGED_RVAL)
+            write_failed(tid, "the result of a call could not be set at its exit", set_return(tid, abi, ev->rval));
+        resume(tid, PTRACE_CONT, 0);
+    } else if (ev->kind == UM_EV_NOTIF) {
+        finish_notif(ev);
+    } else if (ev->kind == UM_EV_FORK || ev->kind == UM_EV_EXEC) {
+        if (ev->kind == UM_EV_FORK && (ev->flags & UM_FORK_HELD)) {
+            resume((pid_t)ev->msg, PTRACE_CONT, 0);
+            if (thr((pid_t)ev->msg)->need_filter)
+                ptrace(PTRACE_INTERRUPT, (pid_t)ev->msg, 0, 0);
+        }
+        resume(tid, PTRACE_CONT, 0);
+    }
+    ev->kind = UM_EV_DONE;
+}
+
+/* A process event for Python (fork, exec, exit). */
+static int process_event(struct um_event *ev, int kind, pid_t tid, long msg, int flags, int status)
+{
+    memset(ev, 0, sizeof *ev);
+    ev->kind = kind;
+    ev->tid = tid;
+    ev->msg = msg;
+    ev->flags = flags;
+    ev->status = status;
+    ev->sc = -1;
+    stats.python_events++;
+    return kind;
+}
+
+static int fill_syscall(struct um_event *ev, pid_t tid, const struct um_sci *si, int kind)
+{
+    ev->kind = kind;
+    ev->tid = tid;
+    ev->ip = si->instruction_pointer;
+    ev->sp = si->stack_pointer;
+    ev->reply = UM_REPLY_CONTINUE;
+    ev->changed = 0;
+    ev->msg = 0;
+    ev->flags = 0;
+    stats.python_events++;
+    return kind;
+}
+
+/* What C resolved for each path slot, into the event (struct um_event). */
+void event_paths(struct um_event *ev, const char (*path)[UM_PATH_BUF], const int *len, const int *kind)
+{
+    for (int s = 0; s < PATH_SLOTS; s++) {
+        ev->path_len[s] = len[s];
+        ev->path_kind[s] = kind[s];
+        if (len[s] >= 0)
+            memcpy(ev->path[s], path[s], (size_t)len[s] + 1);
+        else
+            ev->path[s][0] = 0;
+    }
+}
+
+/* Hand Python a claimed call stopped at its seccomp or entry stop (the two
+ * layouts of ptrace_syscall_info agree on nr and args), with the paths C
+ * resolved for it. */
+static int call_event(struct um_event *ev, pid_t tid, const struct um_sci *si, int abi, int sc, int flags,
+                      const char (*path)[UM_PATH_BUF], const int *path_len, const int *path_kind)
+{
+    event_paths(ev, path, path_len, path_kind);
+    cur_sci = *si;
+    cur_tid = tid;
+    ev->abi = abi;
+    ev->sc = sc;
+    ev->nr = (long)si->entry.nr;
+    memcpy(ev->args, si->entry.args, sizeof ev->args);
+    ev->rval = 0;
+    ev->status = 0;
+    fill_syscall(ev, tid, si, UM_EV_SYSCALL);
+    ev->flags = flags;
+    return UM_EV_SYSCALL;
+}
+
+/* A signal that ends a notified call's wait for the monitor makes the call
+ * return -ERESTARTSYS: after a handler without SA_RESTART, EINTR, which stat,
+ * access and the like never give natively. At the signal-delivery stop such a
+ * call is made -ERESTARTNOINTR, which the kernel restarts after any handler.
+ * A call on a FIFO, a device or a socket may block, and be interrupted,
+ * natively: its -ERESTARTSYS is left as it is. */
+static void keep_notified_call(pid_t tid)
+{
+    struct user_regs_struct r;
+    if (get_regs(tid, &r) || (int)r.rax != -ERESTARTSYS_ || (long long)r.orig_rax < 0)
+        return;
+    long raw = (long)r.orig_rax;
+    int abi = r.cs == 0x23 ? UM_ABI_I386 : (raw & X32_BIT) ? UM_ABI_X32 : UM_ABI_X86_64;
+    long nr = raw & ~X32_BIT;
+    int sc = lookup_sc(abi, raw);
+    if (nr >= MAX_NR || trap[abi][nr] != UM_TRAP_NOTIF || sc < 0)
+        return;
+    if (path_args[abi][sc][0].path >= 0) {
+        uint64_t args[6];
+        for (int i = 0; i < 6; i++)
+            args[i] = REG(&r, regmap[abi].args[i]);
+        char path[PATH_MAX + 1];
+        struct stat st;
+        if (um_resolve_path(tid, abi, sc, 0, args, path, sizeof path) > 0 && stat(path, &st) == 0 &&
+            (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISSOCK(st.st_mode)))
+            return;
+    }
+    r.rax = (unsigned long long)-ERESTARTNOINTR_;
+    write_failed(tid, "a notified call could not be made to restart after a signal (it may fail with EINTR)",
+                 ptrace(PTRACE_SETREGS, tid, 0, &r) ? -errno : 0);
+}
+
+int um_next(struct um_event *ev)
+{
+    static struct um_decide_in dec; /* the decision of the stop at hand */
+    if (ev->kind != UM_EV_DONE)
+        finish_reply(ev);
+    int status;
+    struct um_sci si;
+    for (;;) {
+        pid_t tid = wait_any(&status);
+        if (tid == 0)
+            return notif_event(ev); /* a notification for Python (wait_notif) */
+        if (tid < 0) {
+            if (errno == ECHILD) {
+                end_notifications();
+                ev->kind = UM_EV_DONE;
+                return UM_EV_DONE;
+            }
+            ev->kind = UM_EV_ERROR;
+            ev->msg = errno;
+            return UM_EV_ERROR;
+        }
+        if (WIFEXITED(status) || WIFSIGNALED(status)) {
+            if (tid == first_pid)
+                first_status = status;
+            if (thr(tid)->held)
+                unhold(tid);
+            if (nheld)
+                release_all_held();
+            thread_forget(tid);
+            if (event_mask & UM_WANT_EXIT)
+                return process_event(ev, UM_EV_EXIT, tid, 0, 0, status);
+            continue;
+        }
+        if (!WIFSTOPPED(status))
+            continue;
+        stats.stops++;
+        if (!thr(tid)->seen) {
+            thr(tid)->seen = 1;
+            stats.processes++;
+        }
+        int sig = WSTOPSIG(status);
+        int event = (unsigned)status >> 16;
+
+        if (sig == SIGTRAP && event == PTRACE_EVENT_SECCOMP) {
+            stats.seccomp_stops++;
+            if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof si, &si) <= 0 || si.op != SI_SECCOMP ||
+                thr(tid)->pass_notif) {
+                /* pass_notif: a call Python saw at its entry stop (after um_inject) */
+                thr(tid)->pass_notif = 0;
+                resume(tid, PTRACE_CONT, 0);
+                continue;
+            }
+            int abi = abi_of(&si);
+            dec.abi = abi;
+            dec.nr = si.seccomp.nr;
+            memcpy(dec.args, si.seccomp.args, sizeof dec.args);
+            int d = decide_call(tid, &dec, NULL);
+            if (d == UM_DECIDE_REFUSE) {
+                /* a call from an ABI or of a kind no engine can decode */
+                stats.refused++;
+                cur_sci = si;
+                skip_call(tid, abi < 0 ? UM_ABI_X86_64 : abi, si.seccomp.args, -ENOSYS);
+                ptrace(PTRACE_CONT, tid, 0, 0);
+                continue;
+            }
+            if (d == UM_DECIDE_NATIVE) {
+                stats.fast_continue++;
+                resume(tid, PTRACE_CONT, 0);
+                continue;
+            }
+            return call_event(ev, tid, &si, abi, dec.sc, 0, dec.path, dec.path_len, dec.path_kind);
+        }
+        if (sig == (SIGTRAP | 0x80)) {
+            if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof si, &si) <= 0) {
+                thr(tid)->exit_wanted = thr(tid)->await_entry = 0;
+                ptrace(PTRACE_CONT, tid, 0, 0);
+                continue;
+            }
+            if (si.op == SI_ENTRY) {
+                /* the restart of a call a notification sent to Python (or,
+                 * after a signal handler ran, some other call: then the
+                 * notification comes again and is looked at again) */
+                thr(tid)->await_entry = 0;
+                int abi = abi_of(&si);
+                int sc = abi < 0 ? -1 : lookup_sc(abi, (long)si.entry.nr);
+                long nr = abi == UM_ABI_X32 ? (long)(si.entry.nr & ~X32_BIT) : (long)si.entry.nr;
+                struct um_note *note = note_take(tid, abi, si.entry.nr, si.entry.args);
+                if (sc < 0 || nr < 0 || nr >= MAX_NR || trap[abi][nr] != UM_TRAP_NOTIF) {
+                    free(note);
+                    resume(tid, PTRACE_CONT, 0);
+                    continue;
+                }
+                if (note) {
+                    /* decided at its notification: straight to Python */
+                    stats.decided_once++;
+                    int r = call_event(ev, tid, &si, abi, sc, UM_FROM_ENTRY, note->path, note->path_len,
+                                       note->path_kind);
+                    free(note);
+                    return r;
+                }
+                dec.abi = abi;
+                dec.nr = si.entry.nr;
+                memcpy(dec.args, si.entry.args, sizeof dec.args);
+                if (decide_call(tid, &dec, NULL) != UM_DECIDE_PYTHON) {
+                    resume(tid, PTRACE_CONT, 0);
+                    continue;
+                }
+                return call_event(ev, tid, &si, abi, sc, UM_FROM_ENTRY, dec.path, dec.path_len, dec.path_kind);
+            }
+            /* a syscall-exit stop */
+            stats.exit_stops++;
+            if (!thr(tid)->exit_wanted || si.op != SI_EXIT) {
+                thr(tid)->exit_wanted = 0;
+                resume(tid, PTRACE_CONT, 0);
+                continue;
+            }
+            int execed = thr(tid)->execed;
+            thr(tid)->exit_wanted = thr(tid)->execed = 0;
+            cur_sci = si;
+            cur_tid = tid;
+            ev->rval = si.exit.rval;
+            /* abi, sc, nr, args: Python keeps them from the entry */
+            ev->abi = si.arch == AUDIT_ARCH_I386 ? UM_ABI_I386 : UM_ABI_X86_64;
+            ev->sc = -1;
+            ev->nr = -1;
+            fill_syscall(ev, tid, &si, UM_EV_SYSCALL_EXIT);
+            ev->flags = execed ? UM_EXIT_AFTER_EXEC : 0;
+            return UM_EV_SYSCALL_EXIT;
+        }
+        if (sig == SIGTRAP && event) {
+            unsigned long msg = 0;
+            if (event == PTRACE_EVENT_FORK || event == PTRACE_EVENT_VFORK || event == PTRACE_EVENT_CLONE) {
+                ptrace(PTRACE_GETEVENTMSG, tid, 0, &msg);
+                pid_t child = (pid_t)msg, held_release = 0;
+                if (msg > 0 && !thr(child)->seen) {
+                    thr(child)->seen = 1;
+                    stats.processes++;
+                }
+                if (msg > 0) {
+                    /* the child inherits the cwd state; if its first stop came
+                     * first it was held: it may run now */
+                    struct um_thread *c = thr(child), *parent = thr(tid);
+                    int held = c->held;
+                    c->held = 0;
+                    c->announced = 1;
+                    c->vcwd = parent->vcwd;
+                    c->faithful = parent->faithful;
+                    c->need_filter |= parent->need_filter;
+                    if (held) {
+                        unhold(child);
+                        held_release = child;
+                    }
+                }
+                if (event_mask & UM_WANT_FORK)
+                    return process_event(ev, UM_EV_FORK, tid, (long)msg,
+                                         (event == PTRACE_EVENT_CLONE ? UM_FORK_THREAD
+                                          : event == PTRACE_EVENT_VFORK ? UM_FORK_VFORK : 0) |
+                                             (held_release ? UM_FORK_HELD : 0),
+                                         0);
+                if (held_release)
+                    resume(held_release, PTRACE_CONT, 0);
+                if (held_release && thr(held_release)->need_filter)
+                    ptrace(PTRACE_INTERRUPT, held_release, 0, 0);
+            } else if (event == PTRACE_EVENT_EXEC) {
+                ptrace(PTRACE_GETEVENTMSG, tid, 0, &msg);
+                if ((pid_t)msg != tid && msg > 0) {
+                    /* a non-leader thread execed: it now has the leader's tid */
+                    struct um_thread was = *thr((pid_t)msg);
+                    thr((pid_t)msg)->note = NULL; /* moves with the record */
+                    thread_forget((pid_t)msg);
+                    thread_forget(tid);
+                    *thr(tid) = was;
+                    thr(tid)->seen = 1;
+                }
+                if (thr(tid)->exit_wanted)
+                    thr(tid)->execed = 1;
+                if (event_mask & UM_WANT_EXEC)
+                    return process_event(ev, UM_EV_EXEC, tid, (long)msg, 0, 0);
+            } else if (event == PTRACE_EVENT_STOP && thr(tid)->redirected) {
+                /* our interrupt of a notified call: catch its restart */
+                thr(tid)->redirected = 0;
+                thr(tid)->await_entry = 1;
+                if (thr(tid)->need_filter) { /* the filter's interrupt: again */
+                    resume(tid, PTRACE_CONT, 0);
+                    ptrace(PTRACE_INTERRUPT, tid, 0, 0);
+                    continue;
+                }
+            } else if (event == PTRACE_EVENT_STOP) {
+                /* the first stop of a new tracee, or after PTRACE_INTERRUPT. A
+                 * child whose parent's fork event is not in yet waits for it,
+                 * so that it never runs before its inherited state is known */
+                if (!thr(tid)->announced && hold(tid))
+                    continue;
+                if (thr(tid)->need_filter)
+                    inject_filter(tid);
+            }
+            resume(tid, PTRACE_CONT, 0);
+            continue;
+        }
+        if (event == PTRACE_EVENT_STOP) {
+            if (is_stop_signal(sig)) {
+                stats.group_stops++;
+                ptrace(PTRACE_LISTEN, tid, 0, 0);
+                if (tid == first_pid)
+                    propagate_stop();
+            } else {
+                resume(tid, PTRACE_CONT, 0);
+            }
+            continue;
+        }
+        /* a signal-delivery stop: deliver it as the kernel would have */
+        stats.signals++;
+        if (listener_fd >= 0)
+            keep_notified_call(tid);
+        resume(tid, PTRACE_CONT, sig);
+    }
+}

@@ -1,0 +1,208 @@
+/* notif.c - seccomp user notifications: serving, handing to Python, answering */
+#include "internal.h"
+
+/* The notification Python holds (UM_EV_NOTIF): 1 received, for um_next to
+ * hand over; 2 handed over; 3 answered by um_notif_addfd. */
+static struct seccomp_notif held_notif;
+static int notif_state;
+/* the decision of the last notification served (of held_notif while held) */
+static struct um_decide_in dec;
+
+#ifndef SECCOMP_IOCTL_NOTIF_ID_VALID
+#define SECCOMP_IOCTL_NOTIF_ID_VALID _IOW('!', 2, uint64_t)
+#endif
+
+/* A call trapped by a user notification: let it run, or, if Python must see
+ * it, either keep the notification for Python (a UM_CLAIM_NOTIFY call, when
+ * may_hand: um_next's wait) or interrupt the waiting thread. The kernel then
+ * abandons the notification and restarts the call after the interrupt stop;
+ * resumed with PTRACE_SYSCALL, the thread stops at the restarted call's
+ * entry, where the loop hands it to Python with all of ptrace's means (see
+ * docs/internals.md); the decision is noted for that entry stop. A call
+ * refused (UM_CLAIM_REFUSE) gets ENOSYS. Once C has read the caller's memory
+ * or /proc files, the notification is checked to be still valid before it
+ * is acted on (seccomp_unotify(2)): if the caller died or the call was
+ * interrupted meanwhile, what was read may be another process's, and the
+ * notification is dropped as one that RECV could not take. */
+void serve_notification(int may_hand)
+{
+    struct seccomp_notif req;
+    memset(&req, 0, sizeof req);
+    if (ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_RECV, &req))
+        return; /* interrupted, or the caller is gone */
+    stats.notifications++;
+    pid_t tid = (pid_t)req.pid;
+    struct seccomp_notif_resp resp;
+    memset(&resp, 0, sizeof resp);
+    resp.id = req.id;
+    resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+    if (thr(tid)->injecting) {
+        /* a call um_inject runs: the monitor's own, no look */
+    } else if (thr(tid)->pass_notif) {
+        thr(tid)->pass_notif = 0;
+    } else {
+        int abi = abi_from(req.data.arch, req.data.nr), read;
+        dec.abi = abi;
+        dec.nr = req.data.nr;
+        memcpy(dec.args, req.data.args, sizeof dec.args);
+        int d = decide_call(tid, &dec, &read);
+        if (read && ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &req.id) != 0) {
+            stats.notif_stale++;
+            return;
+        }
+        if (d == UM_DECIDE_REFUSE) {
+            stats.refused++;
+            resp.flags = 0;
+            resp.error = -ENOSYS;
+        } else if (d == UM_DECIDE_PYTHON && dec.sc >= 0) {
+            if (may_hand && (claim[abi][dec.sc] & UM_CLAIM_NOTIFY)) {
+                held_notif = req;
+                notif_state = 1;
+                return; /* answered after Python's reply */
+            }
+            if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) == 0) {
+                thr(tid)->redirected = 1;
+                note_redirect(tid, abi, dec.sc, req.data.nr, dec.args, dec.path, dec.path_len, dec.path_kind);
+                return; /* no answer: the interrupt ends the wait */
+            }
+            stats.fast_continue++;
+        } else {
+            stats.fast_continue++;
+        }
+    }
+    ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+}
+
+/* Hand Python the notification serve_notification kept (no ptrace stop:
+ * cur_tid is cleared, so um_inject refuses it). */
+int notif_event(struct um_event *ev)
+{
+    const struct seccomp_notif *n = &held_notif;
+    memset(ev, 0, sizeof *ev);
+    ev->kind = UM_EV_NOTIF;
+    ev->tid = (int)n->pid;
+    ev->abi = abi_from(n->data.arch, n->data.nr);
+    ev->nr = n->data.nr;
+    ev->sc = lookup_sc(ev->abi, ev->nr);
+    memcpy(ev->args, n->data.args, sizeof ev->args);
+    event_paths(ev, dec.path, dec.path_len, dec.path_kind);
+    ev->ip = n->data.instruction_pointer;
+    ev->reply = UM_REPLY_CONTINUE;
+    cur_tid = 0;
+    notif_state = 2;
+    stats.python_events++;
+    stats.notif_events++;
+    return UM_EV_NOTIF;
+}
+
+int um_notif_addfd(int srcfd, unsigned int newfd_flags)
+{
+    if (notif_state != 2 || listener_fd < 0)
+        return -EINVAL;
+    struct seccomp_notif_addfd a;
+    memset(&a, 0, sizeof a);
+    a.id = held_notif.id;
+    a.flags = SECCOMP_ADDFD_FLAG_SEND;
+    a.srcfd = (uint32_t)srcfd;
+    a.newfd_flags = newfd_flags;
+    int fd = ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_ADDFD, &a);
+    if (fd < 0)
+        return -errno; /* not answered: the reply still goes (-ENOENT: it cannot) */
+    notif_state = 3;
+    stats.addfd++;
+    stats.skipped++;
+    return fd;
+}
+
+/* Answer the notification Python held as it replied. */
+void finish_notif(struct um_event *ev)
+{
+    int answered = notif_state == 3;
+    notif_state = 0;
+    if (answered || listener_fd < 0)
+        return;
+    struct seccomp_notif_resp resp;
+    memset(&resp, 0, sizeof resp);
+    resp.id = held_notif.id;
+    if (ev->reply == UM_REPLY_REDIRECT && ptrace(PTRACE_INTERRUPT, ev->tid, 0, 0) == 0) {
+        const struct seccomp_notif *n = &held_notif;
+        thr(ev->tid)->redirected = 1;
+        /* Python decided: its restart goes straight to Python */
+        note_redirect(ev->tid, abi_from(n->data.arch, n->data.nr), ev->sc, n->data.nr,
+                      (const uint64_t *)n->data.args, ev->path, ev->path_len, ev->path_kind);
+        return; /* as serve_notification does */
+    }
+    if (ev->reply == UM_REPLY_SKIP) {
+        stats.skipped++;
+        if (ev->rval < 0)
+            resp.error = (int32_t)ev->rval;
+        else
+            resp.val = ev->rval;
+    } else {
+        resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+    }
+    ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_SEND, &resp); /* ENOENT: the caller is gone */
+}
+
+void end_notifications(void)
+{
+    if (sigchld_fd < 0)
+        return;
+    int fds[] = {sigchld_fd, listener_fd, setup_fd, go_fd};
+    for (int i = 0; i < 4; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    sigchld_fd = listener_fd = setup_fd = go_fd = -1;
+    notif_state = 0;
+    sigprocmask(SIG_SETMASK, &saved_mask, NULL);
+}
+
+/* Wait for the next ptrace stop, serving notifications meanwhile. */
+pid_t wait_notif(int *status)
+{
+    int check = 1; /* stops may be queued from before (SIGCHLD coalesces) */
+    for (;;) {
+        if (check) {
+            pid_t pid = waitpid(-1, status, __WALL | WNOHANG);
+            if (pid != 0)
+                return pid;
+            check = 0;
+        }
+        struct pollfd p[3];
+        int n = 0, il = -1, is = -1;
+        p[n].fd = sigchld_fd;
+        p[n++].events = POLLIN;
+        if (listener_fd >= 0) {
+            il = n;
+            p[n].fd = listener_fd;
+            p[n++].events = POLLIN;
+        }
+        if (setup_fd >= 0) {
+            is = n;
+            p[n].fd = setup_fd;
+            p[n++].events = POLLIN;
+        }
+        if (poll(p, (nfds_t)n, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (p[0].revents) {
+            struct signalfd_siginfo si[8];
+            while (read(sigchld_fd, si, sizeof si) > 0)
+                ;
+            check = 1;
+        }
+        if (is >= 0 && p[is].revents)
+            take_listener();
+        if (il >= 0 && (p[il].revents & POLLIN)) {
+            serve_notification(1);
+            if (notif_state == 1)
+                return 0; /* for Python: um_next hands it over */
+        }
+        else if (il >= 0 && (p[il].revents & (POLLHUP | POLLERR))) {
+            close(listener_fd); /* every process with the filter is gone */
+            listener_fd = -1;
+        }
+    }
+}

@@ -1,0 +1,210 @@
+/* tables.c - the tables Python fills: syscall numbers per ABI, path arguments,
+ * claims, prefixes, the write table, register maps and the filter's traps */
+#include "internal.h"
+
+
+static short nr_to_sc[UM_NABI][MAX_NR];
+struct path_arg path_args[UM_NABI][MAX_SC][PATH_SLOTS];
+unsigned char claim[UM_NABI][MAX_SC];
+int nsc;
+static int control_sc = -1; /* the neutral index of UM_NR_CONTROL (core.h) */
+
+char *prefixes[256];
+size_t prefix_len[256];
+unsigned char prefix_kind[256]; /* UM_PREFIX_* */
+int nprefixes;
+
+/* per neutral call: does it modify the file system (UM_WRITE_*), and which
+ * argument says so */
+unsigned char write_kind[MAX_SC];
+signed char write_arg[MAX_SC];
+
+
+/* the arch/ tables' register maps, until Python sets them: a view with no
+ * engine loads no tables, yet answers the control call */
+struct regmap regmap[UM_NABI] = {
+    [UM_ABI_X86_64] = {UR(orig_rax), UR(rax), {UR(rdi), UR(rsi), UR(rdx), UR(r10), UR(r8), UR(r9)}},
+    [UM_ABI_I386] = {UR(orig_rax), UR(rax), {UR(rbx), UR(rcx), UR(rdx), UR(rsi), UR(rdi), UR(rbp)}},
+    [UM_ABI_X32] = {UR(orig_rax), UR(rax), {UR(rdi), UR(rsi), UR(rdx), UR(r10), UR(r8), UR(r9)}},
+};
+
+/* filter: per ABI, a bitmap of trapped numbers */
+unsigned char trap[UM_NABI][MAX_NR];
+/* traps added after the first process ran (filter_fixed): injected */
+unsigned char extra_trap[UM_NABI][MAX_NR];
+int extra_dirty;
+
+
+int event_mask;
+int spin_iterations;
+struct um_stats stats;
+
+/* Once the first tracee runs, its filter is fixed: the trap table must keep
+ * saying what the kernel does (a call Python claims later but that the
+ * filter notifies must still be taken as a notification), so changes are
+ * ignored from then on. */
+int filter_fixed;
+
+int um_init(void)
+{
+    filter_fixed = 0; /* a new view: its filter is yet to be built */
+    memset(extra_trap, 0, sizeof extra_trap);
+    extra_dirty = 0;
+    return thread_table_init();
+}
+
+void um_stats_get(struct um_stats *out) { *out = stats; }
+
+int um_table_reset(int n)
+{
+    if (n < 0 || n > MAX_SC)
+        return -EINVAL;
+    nsc = n;
+    control_sc = -1;
+    for (int a = 0; a < UM_NABI; a++)
+        for (int i = 0; i < MAX_NR; i++)
+            nr_to_sc[a][i] = -1;
+    memset(path_args, -1, sizeof path_args);
+    memset(claim, 0, sizeof claim);
+    memset(write_kind, 0, sizeof write_kind);
+    return 0;
+}
+
+int um_set_control_sc(int sc)
+{
+    if (sc < -1 || sc >= nsc)
+        return -EINVAL;
+    control_sc = sc;
+    return 0;
+}
+
+/* the one bounds-checked look-up from (abi, nr) to a neutral index */
+int lookup_sc(int abi, long nr)
+{
+    if (abi == UM_ABI_X32)
+        nr &= ~X32_BIT;
+    if (nr == UM_NR_CONTROL && abi >= 0 && abi < UM_NABI)
+        return control_sc;
+    if (abi < 0 || abi >= UM_NABI || nr < 0 || nr >= MAX_NR)
+        return -1;
+    return nr_to_sc[abi][nr];
+}
+
+int um_map_nr(int abi, long nr, int sc)
+{
+    if (abi == UM_ABI_X32)
+        nr &= ~X32_BIT;
+    if (abi < 0 || abi >= UM_NABI || nr < 0 || nr >= MAX_NR || sc < 0 || sc >= nsc)
+        return -EINVAL;
+    nr_to_sc[abi][nr] = (short)sc;
+    return 0;
+}
+
+int um_set_path_arg(int abi, int sc, int slot, int path_idx, int dirfd_idx, int emptyflg_idx)
+{
+    if (abi < 0 || abi >= UM_NABI || sc < 0 || sc >= nsc || slot < 0 || slot >= PATH_SLOTS || path_idx < 0 || path_idx > 5 ||
+        dirfd_idx < -1 || dirfd_idx > 5 || emptyflg_idx < -1 || emptyflg_idx > 5)
+        return -EINVAL;
+    path_args[abi][sc][slot].path = (signed char)path_idx;
+    path_args[abi][sc][slot].dirfd = (signed char)dirfd_idx;
+    path_args[abi][sc][slot].emptyflg = (signed char)emptyflg_idx;
+    return 0;
+}
+
+int um_set_claim(int abi, int sc, int mode)
+{
+    if (abi < 0 || abi >= UM_NABI || sc < 0 || sc >= nsc)
+        return -EINVAL;
+    claim[abi][sc] = (unsigned char)mode;
+    return 0;
+}
+
+
+int um_prefix_clear(void)
+{
+    for (int i = 0; i < nprefixes; i++)
+        free(prefixes[i]);
+    nprefixes = 0;
+    return 0;
+}
+
+int um_prefix_add_kind(const char *p, int kind)
+{
+    size_t l = strlen(p);
+    if (nprefixes >= (int)(sizeof prefixes / sizeof prefixes[0]))
+        return -ENOSPC;
+    if (l == 0 || p[0] != '/' || kind < UM_PREFIX_PLAIN || kind > UM_PREFIX_ALIAS)
+        return -EINVAL;
+    while (l > 1 && p[l - 1] == '/')
+        l--;
+    prefixes[nprefixes] = strndup(p, l);
+    if (!prefixes[nprefixes])
+        return -ENOMEM;
+    prefix_kind[nprefixes] = (unsigned char)kind;
+    prefix_len[nprefixes++] = l;
+    return 0;
+}
+
+
+int um_set_write(int sc, int kind, int argidx)
+{
+    if (sc < 0 || sc >= nsc || kind < UM_WRITE_NO || kind > UM_WRITE_ACCESS ||
+        (kind >= UM_WRITE_OFLAGS && (argidx < 0 || argidx > 5)))
+        return -EINVAL;
+    write_kind[sc] = (unsigned char)kind;
+    write_arg[sc] = (signed char)argidx;
+    return 0;
+}
+
+/* A register's offset: a whole 8-byte field of struct user_regs_struct
+ * (REG() reads and writes 8 bytes there). */
+static int regmap_offset_ok(int off)
+{
+    return off >= 0 && off % 8 == 0 && (size_t)off + 8 <= sizeof(struct user_regs_struct);
+}
+
+int um_set_regmap(int abi, int nr_off, int ret_off, const int *arg_offs)
+{
+    if (abi < 0 || abi >= UM_NABI || !arg_offs || !regmap_offset_ok(nr_off) || !regmap_offset_ok(ret_off))
+        return -EINVAL;
+    for (int i = 0; i < 6; i++)
+        if (!regmap_offset_ok(arg_offs[i]))
+            return -EINVAL;
+    regmap[abi].nr = nr_off;
+    regmap[abi].ret = ret_off;
+    for (int i = 0; i < 6; i++)
+        regmap[abi].args[i] = arg_offs[i];
+    return 0;
+}
+
+int um_filter_clear(void)
+{
+    if (filter_fixed)
+        return 0;
+    memset(trap, 0, sizeof trap);
+    return 0;
+}
+
+int um_filter_trap_nr(int abi, long nr, int how)
+{
+    if (abi == UM_ABI_X32)
+        nr &= ~X32_BIT;
+    if (abi < 0 || abi >= UM_NABI || nr < 0 || nr >= MAX_NR || (how != UM_TRAP_TRACE && how != UM_TRAP_NOTIF))
+        return -EINVAL;
+    if (filter_fixed) {
+        /* a trap the running filter lacks: for a filter stacked on each
+         * tracee (um_filter_inject) */
+        if (!trap[abi][nr] && !extra_trap[abi][nr]) {
+            extra_trap[abi][nr] = UM_TRAP_TRACE;
+            extra_dirty = 1;
+        }
+        return 0;
+    }
+    /* a call both classes want is traced: ptrace can do all a notification can */
+    if (trap[abi][nr] != UM_TRAP_TRACE)
+        trap[abi][nr] = (unsigned char)how;
+    return 0;
+}
+
+void um_set_event_mask(int mask) { event_mask = mask; }
+void um_set_spin(int n) { spin_iterations = n < 0 ? 0 : n; }

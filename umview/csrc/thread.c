@@ -1,0 +1,107 @@
+/* thread.c - per-thread state and the outstanding stop */
+#include "internal.h"
+
+long pid_max = 4194304;
+
+/* One struct um_thread per possible tid: (pid_max + 1) records mapped
+ * MAP_NORESERVE, so only the pages of tids in use are ever backed (tids are
+ * handed out in order: a page holds consecutive ones). */
+static struct um_thread *threads;
+static pid_t max_seen;
+
+pid_t first_pid;
+int first_status = -1;
+int ssi_state; /* 0 unknown, 1 works, -1 absent */
+
+/* the one outstanding stop handed to Python, and its thread */
+struct um_sci cur_sci;
+pid_t cur_tid;
+
+int um_core_version(void) { return UM_CORE_VERSION; }
+
+int thread_table_init(void)
+{
+    if (threads)
+        return 0;
+    FILE *f = fopen("/proc/sys/kernel/pid_max", "r");
+    if (f) {
+        if (fscanf(f, "%ld", &pid_max) != 1)
+            pid_max = 4194304;
+        fclose(f);
+    }
+    void *m = mmap(NULL, ((size_t)pid_max + 1) * sizeof *threads, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+        return -ENOMEM;
+    threads = m;
+    return 0;
+}
+
+struct um_thread *thr(pid_t tid)
+{
+    static struct um_thread scratch;
+    if (tid <= 0 || tid > pid_max || !threads) {
+        memset(&scratch, 0, sizeof scratch);
+        return &scratch;
+    }
+    if (tid > max_seen)
+        max_seen = tid;
+    return &threads[tid];
+}
+
+void thread_forget(pid_t tid)
+{
+    struct um_thread *t = thr(tid);
+    free(t->note);
+    memset(t, 0, sizeof *t);
+}
+
+/* Remember that the call tid waits in was decided for Python, with what C
+ * resolved for it. Without memory for the note the restart is decided again. */
+void note_redirect(pid_t tid, int abi, int sc, uint64_t nr, const uint64_t *args, const char (*path)[UM_PATH_BUF],
+                   const int *path_len, const int *path_kind)
+{
+    struct um_thread *t = thr(tid);
+    if (!t->note && !(t->note = malloc(sizeof *t->note)))
+        return;
+    struct um_note *n = t->note;
+    n->abi = abi;
+    n->sc = sc;
+    n->nr = nr;
+    memcpy(n->args, args, sizeof n->args);
+    for (int s = 0; s < PATH_SLOTS; s++) {
+        n->path_len[s] = path_len[s];
+        n->path_kind[s] = path_kind[s];
+        if (path_len[s] >= 0)
+            memcpy(n->path[s], path[s], (size_t)path_len[s] + 1);
+    }
+}
+
+/* The note of tid if it is for this call, else NULL; either way tid has no
+ * note any more (a signal handler may have run first: then the entry stop
+ * is another call, decided on its own). */
+struct um_note *note_take(pid_t tid, int abi, uint64_t nr, const uint64_t *args)
+{
+    struct um_thread *t = thr(tid);
+    struct um_note *n = t->note;
+    t->note = NULL;
+    if (n && (n->abi != abi || n->nr != nr || memcmp(n->args, args, sizeof n->args) != 0)) {
+        free(n);
+        n = NULL;
+    }
+    return n;
+}
+
+pid_t thread_max_seen(void) { return max_seen; }
+
+int um_set_vcwd(int tid, int on)
+{
+    if (tid <= 0 || tid > pid_max)
+        return -EINVAL;
+    thr(tid)->vcwd = thr(tid)->faithful = 0;
+    if (on & UM_VCWD)
+        thr(tid)->vcwd = 1;
+    if ((on & UM_VCWD) && (on & UM_VCWD_FAITHFUL))
+        thr(tid)->faithful = 1;
+    return 0;
+}
