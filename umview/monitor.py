@@ -240,10 +240,12 @@ def _run_engine(engine, hook, call):
 
 
 def _set_claim(sc, mode):
-    """The claim bits of neutral call sc, the same on every ABI (the C core
-    keeps them per ABI: um_set_claim(abi, sc, mode))."""
+    """The claim bits of neutral call sc on every ABI the kernel runs; on one
+    it lacks (x32, on most kernels) a claimed call is refused with ENOSYS by
+    the C core, as the kernel would, without Python (um_set_claim is per ABI)."""
+    lacking = {ABI_IDS[a] for a in ABI_IDS if a not in core.kernel_abis()} if mode else ()
     for abi_id in range(lib.UM_NABI):
-        core.check(lib.um_set_claim(abi_id, sc, mode))
+        core.check(lib.um_set_claim(abi_id, sc, lib.UM_CLAIM_REFUSE if abi_id in lacking else mode))
 
 
 def _run_hook(hook, *args):
@@ -444,12 +446,16 @@ class Monitor:
                 if call.nr != call.orig_nr:
                     ev.nr = call.nr
                     ev.changed |= lib.UM_CHANGED_NR
+                if reply == lib.UM_REPLY_SKIP:
+                    # not run: ev.args stay what the process passed, so its
+                    # argument registers keep them (the syscall ABI preserves
+                    # them) whatever an engine rewrote before skipping
+                    ev.rval = rval
+                    continue
                 if rewritten:
                     ev.args = call.args
                     ev.changed |= lib.UM_CHANGED_ARGS
-                if reply == lib.UM_REPLY_SKIP:
-                    ev.rval = rval
-                elif reply == lib.UM_REPLY_CONTINUE_AFTER or rewritten:
+                if reply == lib.UM_REPLY_CONTINUE_AFTER or rewritten:
                     # an exit stop to restore the argument registers, if nothing else
                     ev.reply = lib.UM_REPLY_CONTINUE_AFTER
                     self._pending[ev.tid] = _Pending(call, exits)
