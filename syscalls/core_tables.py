@@ -32,6 +32,13 @@ class SyscallTable:
     def spec(self, name, abi):
         return spec(name, abi)
 
+    @staticmethod
+    def writes_by_flags(name):
+        """Does the call write the file system depending on open flags in an
+        argument (open, openat: the filter can test them)?"""
+        rule = WRITES.get(name)
+        return rule is not None and rule[0] == "oflags"
+
     def load_into_core(self):
         core.check(lib.um_table_reset(len(self.names)))
         core.check(lib.um_set_control_sc(len(self.names) - 1))

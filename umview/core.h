@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 7
+#define UM_CORE_VERSION 8
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -35,6 +35,10 @@
  * notification (for calls C decides alone; see docs/internals.md) */
 #define UM_TRAP_TRACE 1
 #define UM_TRAP_NOTIF 2
+#define UM_TRAP_NOTIF_RW 3 /* a notification, but a ptrace stop when the call's open flags
+                            * (its UM_WRITE_OFLAGS argument, um_set_write) ask to write: a
+                            * write under a layered prefix needs Python, which a notification
+                            * reaches only through an interrupt and a second entry stop */
 
 /* event kinds returned by um_next() */
 #define UM_EV_DONE 0         /* no tracee left */

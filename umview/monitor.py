@@ -143,6 +143,7 @@ class Dispatcher:
         """Mirror the engines' claims into the C core; the claims (name -> bits)."""
         modes, prefixes = self.claims()
         plain_root = prefixes.get(b"/") == lib.UM_PREFIX_PLAIN
+        layered = lib.UM_PREFIX_LAYERED in prefixes.values()
         core.check(lib.um_filter_clear())
         for name in self.table.names:
             _set_claim(self.table.index[name], 0)
@@ -154,6 +155,11 @@ class Dispatcher:
             # ptrace; a layered "/" keeps most calls in C, so it notifies.
             how = (lib.UM_TRAP_NOTIF if self.notif and not mode & ~(lib.UM_CLAIM_PATH | lib.UM_CLAIM_FD | lib.UM_CLAIM_VCWD)
                    and not plain_root else lib.UM_TRAP_TRACE)
+            if how == lib.UM_TRAP_NOTIF and layered and self.table.writes_by_flags(name):
+                # an open for writing under a layered mount goes to Python
+                # (copy-up, a new name in the upper layer): a ptrace stop at
+                # once, not a notification, an interrupt and a second entry
+                how = lib.UM_TRAP_NOTIF_RW
             if self.notif and mode == lib.UM_CLAIM_FAMILY:
                 # socket() of vnet alone: Python answers the notification itself
                 # (a socket in one ioctl, Call.complete_with_fd), no ptrace stop

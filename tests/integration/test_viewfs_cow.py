@@ -593,3 +593,31 @@ def test_work_in_a_new_directory_stays_with_the_kernel_and_dotdot_leads_to_the_v
         counts = json.loads(f.readline())
     # 400 calls on names in the new directory; a few dozen reach Python
     assert counts["python_events"] < 100, counts
+
+
+OPEN_ONE = "import os, sys; os.close(os.open(sys.argv[1], int(sys.argv[2])))"
+
+
+def test_a_new_file_in_a_cow_view_costs_one_stop_at_entry_and_one_at_exit(scratch):
+    # the filter sends an open for writing under a layered mount straight to a
+    # ptrace stop (Python must copy up or make the name): no notification, no
+    # interrupt, no second entry; a read-only open stays a notification
+    from umview.core import lib
+
+    if not lib.um_notif_supported() or os.environ.get("UMVIEW_NOTIF") == "0":
+        pytest.skip("no same-CPU seccomp notifications (Linux 6.6+), or UMVIEW_NOTIF=0")
+    counts = {}
+    for what, path, flags in (("read", "/etc/hostname", os.O_RDONLY),
+                              ("write", "/etc/umview-new-file", os.O_WRONLY | os.O_CREAT)):
+        stats = os.path.join(scratch, f"{what}.json")
+        r = run(umview_for("root", "--stats-file", stats, "-p", f"viewfs,mount={scratch}/layer:/:cow", "--",
+                           sys.executable, "-S", "-c", OPEN_ONE, path, str(flags)))
+        assert r.returncode == 0, r.stderr
+        with open(stats) as f:
+            counts[what] = json.loads(f.readline())
+    read, write = counts["read"], counts["write"]
+    assert os.path.exists(os.path.join(scratch, "layer", "etc", "umview-new-file"))
+    assert not os.path.exists("/etc/umview-new-file")
+    assert write["notifications"] == read["notifications"] - 1
+    assert write["seccomp_stops"] == read["seccomp_stops"] + 1
+    assert write["stops"] == read["stops"] + 2  # its seccomp stop and its exit stop

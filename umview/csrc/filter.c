@@ -17,16 +17,38 @@ static void emit(struct bpf_buf *b, struct sock_filter s)
     b->f[b->n++] = s;
 }
 
+#define O_WRITES_ (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC) /* O_TMPFILE carries O_WRONLY or O_RDWR */
+
+/* The open-flags argument of number nr (with its bias) that UM_TRAP_NOTIF_RW
+ * tests, or -1 if the call has none (then it is a plain notification). */
+static int rw_arg(int abi, long nr)
+{
+    int sc = lookup_sc(abi, nr);
+    return sc >= 0 && write_kind[sc] == UM_WRITE_OFLAGS ? write_arg[sc] : -1;
+}
+
 /* Emit a binary search over the sorted numbers nrs[lo..hi): on a match,
- * RET_TRACE or RET_USER_NOTIF as the number's trap class says, RET_ALLOW
- * otherwise. The accumulator holds the number. Long jumps use BPF_JA (32-bit
- * offset) so any table size fits. */
-static void emit_search(struct bpf_buf *b, const long *nrs, const unsigned char *how, int lo, int hi,
+ * RET_TRACE or RET_USER_NOTIF as the number's trap class says (for
+ * UM_TRAP_NOTIF_RW: TRACE if the low word of its open flags has a write bit),
+ * RET_ALLOW otherwise. The accumulator holds the number. Long jumps use
+ * BPF_JA (32-bit offset) so any table size fits. */
+static void emit_search(struct bpf_buf *b, int abi, const long *nrs, const unsigned char *how, int lo, int hi,
                         uint32_t bias)
 {
     if (hi - lo <= 4) {
         for (int i = lo; i < hi; i++) {
-            uint32_t ret = how[nrs[i]] == UM_TRAP_NOTIF ? SECCOMP_RET_USER_NOTIF : SECCOMP_RET_TRACE;
+            int arg = how[nrs[i]] == UM_TRAP_NOTIF_RW ? rw_arg(abi, nrs[i] | bias) : -1;
+            if (arg >= 0) {
+                /* the accumulator is the flags from here on: every path returns */
+                emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nrs[i] | bias, 0, 4));
+                emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                                                     offsetof(struct seccomp_data, args) + 8 * (uint32_t)arg));
+                emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, O_WRITES_, 0, 1));
+                emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE));
+                emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF));
+                continue;
+            }
+            uint32_t ret = notifies(how[nrs[i]]) ? SECCOMP_RET_USER_NOTIF : SECCOMP_RET_TRACE;
             emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nrs[i] | bias, 0, 1));
             emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, ret));
         }
@@ -38,10 +60,10 @@ static void emit_search(struct bpf_buf *b, const long *nrs, const unsigned char 
     emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, (uint32_t)nrs[mid] | bias, 0, 1));
     int ja = b->n;
     emit(b, (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, 0));
-    emit_search(b, nrs, how, lo, mid, bias);
+    emit_search(b, abi, nrs, how, lo, mid, bias);
     if (!b->overflow)
         b->f[ja].k = (uint32_t)(b->n - ja - 1);
-    emit_search(b, nrs, how, mid, hi, bias);
+    emit_search(b, abi, nrs, how, mid, hi, bias);
 }
 
 static int collect(const unsigned char *tab, long *out)
@@ -84,18 +106,18 @@ static int build_filter_of(struct bpf_buf *b, unsigned char (*tab)[MAX_NR])
     emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, (uint32_t)X32_BIT, 0, 1));
     emit(b, (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, 0)); /* -> LX32 */
     emit_control(b, 0);
-    emit_search(b, nrs, tab[UM_ABI_X86_64], 0, collect(tab[UM_ABI_X86_64], nrs), 0);
+    emit_search(b, UM_ABI_X86_64, nrs, tab[UM_ABI_X86_64], 0, collect(tab[UM_ABI_X86_64], nrs), 0);
 
     int lx32 = b->n;
     b->f[jx32 + 1].k = (uint32_t)(lx32 - (jx32 + 1) - 1);
     emit_control(b, (uint32_t)X32_BIT);
-    emit_search(b, nrs, tab[UM_ABI_X32], 0, collect(tab[UM_ABI_X32], nrs), (uint32_t)X32_BIT);
+    emit_search(b, UM_ABI_X32, nrs, tab[UM_ABI_X32], 0, collect(tab[UM_ABI_X32], nrs), (uint32_t)X32_BIT);
 
     int l32 = b->n;
     b->f[j32 + 1].k = (uint32_t)(l32 - (j32 + 1) - 1);
     emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
     emit_control(b, 0);
-    emit_search(b, nrs, tab[UM_ABI_I386], 0, collect(tab[UM_ABI_I386], nrs), 0);
+    emit_search(b, UM_ABI_I386, nrs, tab[UM_ABI_I386], 0, collect(tab[UM_ABI_I386], nrs), 0);
     return b->overflow ? -E2BIG : 0;
 }
 
@@ -105,7 +127,7 @@ int any_notif(void)
 {
     for (int a = 0; a < UM_NABI; a++)
         for (int i = 0; i < MAX_NR; i++)
-            if (trap[a][i] == UM_TRAP_NOTIF)
+            if (notifies(trap[a][i]))
                 return 1;
     return 0;
 }

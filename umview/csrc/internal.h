@@ -220,6 +220,8 @@ extern int spin_iterations;
 extern struct um_stats stats;
 extern int filter_fixed;
 int lookup_sc(int abi, long nr);
+/* does the filter trap this class with a user notification (for some arguments)? */
+static inline int notifies(unsigned char how) { return how == UM_TRAP_NOTIF || how == UM_TRAP_NOTIF_RW; }
 
 /* thread.c */
 extern long pid_max;

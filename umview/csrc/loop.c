@@ -242,7 +242,7 @@ static void keep_notified_call(pid_t tid)
     int abi = r.cs == 0x23 ? UM_ABI_I386 : (raw & X32_BIT) ? UM_ABI_X32 : UM_ABI_X86_64;
     long nr = raw & ~X32_BIT;
     int sc = lookup_sc(abi, raw);
-    if (nr >= MAX_NR || trap[abi][nr] != UM_TRAP_NOTIF || sc < 0)
+    if (nr >= MAX_NR || !notifies(trap[abi][nr]) || sc < 0)
         return;
     if (path_args[abi][sc][0].path >= 0) {
         uint64_t args[6];
@@ -346,7 +346,7 @@ int um_next(struct um_event *ev)
                 int sc = abi < 0 ? -1 : lookup_sc(abi, (long)si.entry.nr);
                 long nr = abi == UM_ABI_X32 ? (long)(si.entry.nr & ~X32_BIT) : (long)si.entry.nr;
                 struct um_note *note = note_take(tid, abi, si.entry.nr, si.entry.args);
-                if (sc < 0 || nr < 0 || nr >= MAX_NR || trap[abi][nr] != UM_TRAP_NOTIF) {
+                if (sc < 0 || nr < 0 || nr >= MAX_NR || !notifies(trap[abi][nr])) {
                     free(note);
                     resume(tid, PTRACE_CONT, 0);
                     continue;

@@ -189,7 +189,7 @@ int um_filter_trap_nr(int abi, long nr, int how)
 {
     if (abi == UM_ABI_X32)
         nr &= ~X32_BIT;
-    if (abi < 0 || abi >= UM_NABI || nr < 0 || nr >= MAX_NR || (how != UM_TRAP_TRACE && how != UM_TRAP_NOTIF))
+    if (abi < 0 || abi >= UM_NABI || nr < 0 || nr >= MAX_NR || (how != UM_TRAP_TRACE && !notifies((unsigned char)how)))
         return -EINVAL;
     if (filter_fixed) {
         /* a trap the running filter lacks: for a filter stacked on each
