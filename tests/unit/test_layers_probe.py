@@ -7,14 +7,7 @@ import stat
 
 import pytest
 
-from umview.layers import OPAQUE, WH, Layers, probe_memo
-
-
-def _lstat(path):
-    try:
-        return os.lstat(path)
-    except OSError:
-        return None
+from umview.layers import OPAQUE, WH, Layers, _lstat, probe_memo
 
 
 def reference_probe(layers, rel):
