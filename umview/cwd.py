@@ -37,7 +37,7 @@ import os
 from umview import core
 from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip, under_any
 from umview.pathwalk import walk
-from umview.service import realize
+from umview.service import ViewLookup, realize
 from umview.syscalls import PATH_SYSCALLS, follows_last, nofollow_rule
 
 AT_FDCWD = core.AT_FDCWD
@@ -336,7 +336,8 @@ class CwdTracker(Engine):
             else:
                 full = path
             follow = follows_last(nofollow_rule(call.name, index), call.args)
-            resolved, crossed = walk(full, self.realize, follow)
+            view = ViewLookup(self.mounts, call)
+            resolved, crossed = walk(full, view.realize, follow, lstat=view.lstat)
             # no mount on the way: the kernel resolves the original path the same way
             if crossed and resolved != path:
                 if len(resolved) >= 4096:

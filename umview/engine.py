@@ -231,7 +231,7 @@ class Call:
         self.path_indices = tuple(p for p, _ in slots)
         self.dirfd_indices = tuple(d for _, d in slots)
         self._paths = None
-        self._strings = {}  # argument index -> (address, string): each read once
+        self._strings = {}  # argument index -> (address, limit, bytes or OSError): each read once
         self._state = None
         self._scratch = sp - _RED_ZONE
 
@@ -306,17 +306,24 @@ class Call:
 
     # --- memory ---
     def read_string(self, index, limit=4096):
-        """The NUL-terminated string argument ``index`` (bytes); read once per
-        call (again only if an engine points the argument elsewhere)."""
+        """The NUL-terminated string argument ``index`` (bytes).
+
+        Read from the tracee once per call: the result (or the error) is kept
+        while the argument still holds the same address (``set_string`` gives
+        it a new one, and keeps the string it wrote)."""
         addr = self.args[index]
         if self.abi == "i386":
-            addr &= 0xFFFFFFFF
+            addr &= 0xFFFFFFFF  # int $0x80 reads the low half of the register
         hit = self._strings.get(index)
-        if hit is not None and hit[0] == addr and hit[2] >= limit:
-            return hit[1]
-        value = core.read_string(self.tid, addr, limit)
-        self._strings[index] = (addr, value, limit)
-        return value
+        if hit is None or hit[0] != addr or hit[1] < limit:
+            try:
+                value = core.read_string(self.tid, addr, limit)
+            except OSError as exc:
+                value = exc
+            hit = self._strings[index] = (addr, limit, value)
+        if isinstance(hit[2], OSError):
+            raise OSError(hit[2].errno, hit[2].strerror)
+        return hit[2]
 
     def read_mem(self, addr, size):
         return core.read_mem(self.tid, addr, size)
@@ -345,8 +352,10 @@ class Call:
         addr = self.alloc(len(data))
         self.write_mem(addr, data)
         self.args[index] = addr
-        self._strings[index] = (addr, value, 4096)
         self._paths = None
+        self._strings.pop(index, None)
+        if len(value) < 4096:  # what read_string(index) would accept
+            self._strings[index] = (addr, 4096, value)
 
     # --- injection ---
     def inject(self, name, *args):
@@ -391,4 +400,23 @@ class Call:
 
     def resolved(self, slot=0):
         """Path argument ``slot`` resolved (see ``paths``), or None."""
+        try:
+            raw = self.read_string(self.path_indices[slot])
+        except OSError:
+            raw = None  # the C core finds the same error
+        if raw is not None and raw.startswith(b"/"):
+            return _normalize(raw)  # as the C core's normalize(), from the string read once
         return core.resolve_path(self.tid, self.abi_id, self.sc, slot, self.args)
+
+
+def _normalize(path):
+    """An absolute path normalized lexically: no "", "." or ".." components
+    (".." at the root stays there), as the C core's normalize()."""
+    out = []
+    for comp in path.split(b"/"):
+        if comp == b"..":
+            if out:
+                out.pop()
+        elif comp and comp != b".":
+            out.append(comp)
+    return b"/" + b"/".join(out)

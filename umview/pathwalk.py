@@ -38,19 +38,34 @@ def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink):
     done = []
     links = 0
     crossed = False
+    ahead = True  # show realize the path ahead before the next lookup
+    todo.reverse()  # popped from the end: O(1) a component
     while todo:
-        comp = todo.pop(0)
+        comp = todo.pop()
         if comp == b".":
             continue
         if comp == b"..":
             if done:
                 done.pop()
+            ahead = True
             continue
+        if ahead:
+            # the whole path as far as it is known: a realize that remembers
+            # (a layered mount's, per call) looks it up in one pass, and
+            # then each prefix below costs nothing
+            path_ahead = done + [comp]
+            for c in reversed(todo):
+                if c == b"..":
+                    break
+                if c != b".":
+                    path_ahead.append(c)
+            realize(b"/" + b"/".join(path_ahead))
+            ahead = False
         if done == [b"proc"]:
             # procfs: /proc/self and the magic links name the tracee's own
             # files; the monitor must not follow them in its own context
             done.append(comp)
-            done.extend(todo)
+            done.extend(reversed(todo))
             break
         cand = b"/" + b"/".join(done + [comp])
         last = not todo
@@ -60,7 +75,7 @@ def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink):
             st = lstat(real)
         except OSError:
             done.append(comp)
-            done.extend(todo)  # the kernel will say what is missing
+            done.extend(reversed(todo))  # the kernel will say what is missing
             break
         if stat.S_ISLNK(st.st_mode) and (not last or follow_last):
             links += 1
@@ -71,11 +86,12 @@ def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink):
                 target = os.fsencode(target)
             if target.startswith(b"/"):
                 done = []
-            todo = [c for c in target.split(b"/") if c] + todo
+            todo += reversed([c for c in target.split(b"/") if c])
+            ahead = True
             continue
         if not last and not stat.S_ISDIR(st.st_mode):
             done.append(comp)
-            done.extend(todo)  # ENOTDIR: the kernel will say so
+            done.extend(reversed(todo))  # ENOTDIR: the kernel will say so
             break
         done.append(comp)
     result = b"/" + b"/".join(done)

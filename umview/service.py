@@ -218,8 +218,46 @@ class RedirectMount(Engine):
 def realize(mounts, path):
     """The real path the mounts (oldest first) make of a path of the view:
     each, newest first, rewrites what lies under it, as the engine chain does."""
+    return _realize(mounts, path, None)[0]
+
+
+def _realize(mounts, path, call):
+    """(realize(), the node of a layered mount that made the real path, or
+    None). With a call, a mount that has view_node(call, rel) (a layered
+    one) answers from what it remembers of the call's paths."""
+    node = None
     for m in reversed(mounts):
         rel = m.relative(path)
         if rel is not None:
-            path = m.real_path(rel)
-    return path
+            view_node = getattr(m, "view_node", None) if call is not None else None
+            node = view_node(call, rel) if view_node is not None else None
+            path = node.real if node is not None else m.real_path(rel)
+    return path, node
+
+
+class ViewLookup:
+    """realize() and lstat() for pathwalk.walk over the paths of one call.
+
+    walk looks up every prefix of a path; a layered mount would probe each
+    prefix anew (the whole path under it, each time). Here the mount probes
+    the path once for the call (view_node) and remembers every prefix, and
+    lstat of the real path just realized is the node's, with no lookup."""
+
+    def __init__(self, mounts, call):
+        self.mounts = mounts
+        self.call = call
+        self.last = None  # (real path, node) of the last realize()
+
+    def realize(self, vpath):
+        real, node = _realize(self.mounts, vpath, self.call)
+        self.last = (real, node) if node is not None else None
+        return real
+
+    def lstat(self, real):
+        if self.last is not None and self.last[0] == real:
+            st = self.last[1].st
+            if st is None:
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
+            return st
+        return os.lstat(real)
+

@@ -71,6 +71,26 @@ def _lstat(path):
         return None
 
 
+def _stat_at(name, dir_fd):
+    """lstat of name in the directory dir_fd, or None."""
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return None
+
+
+_DIR_OPEN = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def _open_dir(name, follow, dir_fd=None):
+    """An O_PATH fd of the directory name (relative to dir_fd), or None.
+    follow=False: not through a symlink in its last component."""
+    try:
+        return os.open(name, _DIR_OPEN | (0 if follow else os.O_NOFOLLOW), dir_fd=dir_fd)
+    except OSError:
+        return None
+
+
 def _entry(e):
     """(type bits, inode) of a DirEntry, from d_type where it says enough."""
     if e.is_symlink():
@@ -93,6 +113,25 @@ def _join(base, rel):
 def _parent(rel):
     head, _, name = rel.rpartition(b"/")
     return head, name
+
+
+def probe_memo(call, layers):
+    """The probes of layers remembered during call (a dict rel -> Node), or
+    None without a call: one call's entry, until something changes the
+    layers (Layers.generation). Kept in the call's state for these layers,
+    which every mount over them shares."""
+    if call is None:
+        return None
+    st = call.state(layers)
+    entry = getattr(st, "probes", None)
+    if entry is None or entry[0] != layers.generation:
+        entry = st.probes = (layers.generation, {})
+    return entry[1]
+
+
+def forget_probes(call, layers):
+    """Drop what probe_memo remembers of layers for call."""
+    call.state(layers).probes = None
 
 
 class Node:
@@ -134,7 +173,14 @@ class Layers:
         self.lower = lower.rstrip(b"/") or b"/"
         self.mode = mode
         self.root = os.geteuid() == 0
-        self.on_change = on_change or (lambda rel: None)
+        #: ticks at every change made here: probes remembered before are stale
+        self.generation = 0
+        notify = on_change or (lambda rel: None)
+
+        def changed(rel):
+            self.generation += 1
+            notify(rel)
+        self.on_change = changed
 
     def up(self, rel):
         return _join(self.upper, rel)
@@ -143,34 +189,86 @@ class Layers:
         return _join(self.lower, rel)
 
     # --- lookups ---
-    def probe(self, rel):
-        comps = rel.split(b"/") if rel else []
+    def probe(self, rel, memo=None):
+        """The Node of rel (b"" for the mount point, else b"a/b", normalized).
+
+        One walk down the path with directory fds: each component costs a few
+        *at() calls relative to its parent, never a lookup of the whole
+        prefix again, so a path of N components costs O(N). ``memo`` (a dict
+        from probe_memo) keeps the nodes of every prefix walked: later probes
+        of rel or of its ancestors in the same call are free."""
+        if memo is not None:
+            node = memo.get(rel)
+            if node is not None:
+                return node
+        if not rel:
+            node = Node(self, rel, _lstat(self.upper), _lstat(self.lower), False)
+        else:
+            node = self._walk(rel, memo)
+        if memo is not None:
+            memo[rel] = node
+        return node
+
+    def _walk(self, rel, memo):
+        """probe() of a non-empty rel, component by component. The upper
+        layer is walked without following symlinks (a non-directory there
+        ends it: a file over a lower directory hides it); the lower one as a
+        path lookup would (symlinks on the way followed), and only for the
+        nodes wanted (every prefix with a memo, else the last) while no
+        whiteout or opaque directory hides it."""
+        comps = rel.split(b"/")
+        last = len(comps) - 1
         hidden = False
-        upper_dir = True  # the upper layer has the parent as a directory
-        ust = _lstat(self.upper)
-        for i, c in enumerate(comps):
-            parent = b"/".join(comps[:i])
-            if upper_dir and not hidden:
-                up_parent = self.up(parent)
-                if os.path.lexists(up_parent + b"/" + OPAQUE) and i > 0 or \
-                        os.path.lexists(up_parent + b"/" + WH + c):
+        opaque = False  # the upper directory reached so far is opaque
+        upfd = _open_dir(self.upper, follow=True)
+        lowfd = None    # the lower directory reached so far (with a memo), once needed
+        low_gone = memo is None  # without a memo only the last lower name is looked up, by path
+        prefix = b""
+        try:
+            for i, c in enumerate(comps):
+                parent = prefix
+                prefix = c if i == 0 else prefix + b"/" + c
+                if upfd is not None and not hidden and (opaque or _stat_at(WH + c, upfd) is not None):
                     hidden = True
-            if upper_dir:
-                ust = _lstat(self.up(_join(parent, c) if parent else c))
-                if ust is None:
-                    upper_dir = False
-                elif not stat.S_ISDIR(ust.st_mode):
-                    upper_dir = False
-                    if i < len(comps) - 1:
-                        hidden = True  # a file over a lower directory
-                        ust = None
-            else:
-                ust = None
-        if comps and upper_dir and ust is not None and os.path.lexists(self.up(rel) + b"/" + OPAQUE):
-            lst = None  # an opaque directory: nothing below shows
-            return Node(self, rel, ust, None, True)
-        lst = None if hidden else _lstat(self.low(rel))
-        return Node(self, rel, ust, lst, hidden)
+                ust = _stat_at(c, upfd) if upfd is not None else None
+                is_dir = ust is not None and stat.S_ISDIR(ust.st_mode)
+                child_opaque = is_dir and _stat_at(c + b"/" + OPAQUE, upfd) is not None
+                if child_opaque:
+                    node = Node(self, prefix, ust, None, True)  # nothing below shows
+                elif hidden:
+                    node = Node(self, prefix, ust, None, True)
+                elif memo is None:
+                    node = Node(self, prefix, ust, _lstat(self.low(rel)), False) if i == last else None
+                else:
+                    if lowfd is None and not low_gone:
+                        lowfd = _open_dir(self.low(parent), follow=True)
+                        low_gone = lowfd is None
+                    node = Node(self, prefix, ust, None if low_gone else _stat_at(c, lowfd), False)
+                if i == last:
+                    return node
+                if memo is not None:
+                    memo.setdefault(prefix, node)
+                # on below this component
+                if upfd is not None:
+                    if not is_dir:
+                        if ust is not None:
+                            hidden = True  # a file over a lower directory
+                        os.close(upfd)
+                        upfd = None
+                    else:
+                        fd = _open_dir(c, follow=False, dir_fd=upfd)
+                        os.close(upfd)
+                        upfd = fd
+                        opaque = child_opaque
+                if lowfd is not None:
+                    fd = None if hidden or child_opaque else _open_dir(c, follow=True, dir_fd=lowfd)
+                    os.close(lowfd)
+                    lowfd = fd
+                    low_gone = fd is None
+        finally:
+            for fd in (upfd, lowfd):
+                if fd is not None:
+                    os.close(fd)
 
     def opaque(self, rel):
         return os.path.lexists(self.up(rel) + b"/" + OPAQUE)
@@ -212,21 +310,47 @@ class Layers:
         directories on the way. rel must be a directory in the view."""
         if not rel:
             return self.upper
-        parent, _ = _parent(rel)
-        self.ensure_dir(parent)
         up = self.up(rel)
         st = _lstat(up)
-        if st is not None:
-            if not stat.S_ISDIR(st.st_mode):
-                raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
-            return up
-        low = _lstat(self.low(rel))
-        if low is None or not stat.S_ISDIR(low.st_mode):
-            raise OSError(errno.ENOENT if low is None else errno.ENOTDIR, "no such directory in the view")
-        # the monitor must be able to make names in it: owner rwx for a user
-        os.mkdir(up, 0o700)
-        self._copy_attrs(up, low, extra=0 if self.root else 0o700)
-        self.on_change(rel)
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            return up  # there already: one lookup
+        # down the path with directory fds, as probe() (no recursion: a path
+        # may have 2,000 components)
+        comps = rel.split(b"/")
+        upfd = os.open(self.upper, _DIR_OPEN)
+        lowfd = None  # the lower directory of the prefix, from the first name to copy up on
+        prefix = b""
+        try:
+            for i, c in enumerate(comps):
+                parent = prefix
+                prefix = c if i == 0 else prefix + b"/" + c
+                st = _stat_at(c, upfd)
+                if st is None:
+                    if lowfd is None:
+                        lowfd = _open_dir(self.low(parent), follow=True)
+                    low = _stat_at(c, lowfd) if lowfd is not None else None
+                    if low is None or not stat.S_ISDIR(low.st_mode):
+                        raise OSError(errno.ENOENT if low is None else errno.ENOTDIR,
+                                      "no such directory in the view")
+                    # the monitor must be able to make names in it: owner rwx for a user
+                    os.mkdir(c, 0o700, dir_fd=upfd)
+                    self._copy_attrs(c, low, extra=0 if self.root else 0o700, dir_fd=upfd)
+                    self.on_change(prefix)
+                elif not stat.S_ISDIR(st.st_mode):
+                    raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+                if i == len(comps) - 1:
+                    break
+                fd = os.open(c, _DIR_OPEN | os.O_NOFOLLOW, dir_fd=upfd)
+                os.close(upfd)
+                upfd = fd
+                if lowfd is not None:
+                    fd = _open_dir(c, follow=True, dir_fd=lowfd)
+                    os.close(lowfd)
+                    lowfd = fd  # None: looked up again by path if needed (and missing)
+        finally:
+            for fd in (upfd, lowfd):
+                if fd is not None:
+                    os.close(fd)
         return up
 
     def copy_up(self, node, data=True):
@@ -264,11 +388,11 @@ class Layers:
         self.on_change(rel)
         return up
 
-    def _copy_attrs(self, path, st, extra=0):
+    def _copy_attrs(self, path, st, extra=0, dir_fd=None):
         if self.root:
-            os.chown(path, st.st_uid, st.st_gid)
-        os.chmod(path, stat.S_IMODE(st.st_mode) | extra)
-        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+            os.chown(path, st.st_uid, st.st_gid, dir_fd=dir_fd)
+        os.chmod(path, stat.S_IMODE(st.st_mode) | extra, dir_fd=dir_fd)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns), dir_fd=dir_fd)
 
     def whiteout(self, rel):
         parent, name = _parent(rel)
@@ -653,6 +777,15 @@ class LayeredMount(RedirectMount):
     def _real_path(self, rel):
         return self.layers.probe(rel).real
 
+    def _probe(self, call, rel):
+        """Layers.probe, remembered for the rest of this call's entry."""
+        return self.layers.probe(rel, probe_memo(call, self.layers))
+
+    def view_node(self, call, rel):
+        """The Node of rel for a path walk in the view during call (see
+        CwdTracker): probed once per call, with every ancestor."""
+        return self._probe(call, rel)
+
     def wants(self, call):
         if call.name in SOCKET_CALLS:
             return self._socket_path(call) is not None
@@ -716,7 +849,7 @@ class LayeredMount(RedirectMount):
             # the call fails, with the errno the kernel finds first
             for s in slots:
                 if s[3]:
-                    self._set(call, s[1], self.layers.probe(s[2]).real, s[3])
+                    self._set(call, s[1], self._probe(call, s[2]).real, s[3])
             return CONTINUE
         st = call.state(self)
         st.undo, st.refresh, st.after = [], [], []
@@ -739,6 +872,7 @@ class LayeredMount(RedirectMount):
         return CONTINUE
 
     def exit(self, call):
+        forget_probes(call, self.layers)  # the kernel has run the call since
         if call.name in self.fd_syscalls:
             if call.retval is not None and call.retval > 0:
                 self._fix_inodes(call)
@@ -769,7 +903,7 @@ class LayeredMount(RedirectMount):
     def _empty_path(self, call, slot, index, rel):
         """The call names an open file (AT_EMPTY_PATH): make it name the file
         of the view by path when the fd is a listing directory."""
-        node = self.layers.probe(rel)
+        node = self._probe(call, rel)
         d = call.dirfd_indices[slot]
         if d is None or node.upper is None or self.listings.relative(call.paths()[slot]) is None:
             return node  # a real file's fd: the kernel has the right one
@@ -782,7 +916,7 @@ class LayeredMount(RedirectMount):
         if raw == b"":
             self._empty_path(call, slot, index, rel)
             return
-        node = self.layers.probe(rel)
+        node = self._probe(call, rel)
         real = node.real
         if call.name == "chdir" and node.lower is not None and stat.S_ISDIR(node.lower.st_mode):
             # a merged directory: the cwd is the lower one, whose path is the
@@ -824,14 +958,14 @@ class LayeredMount(RedirectMount):
     def _for_change(self, call, s, data=True):
         """Make the existing name of slot s changeable; returns its node."""
         slot, index, rel, raw = s
-        node = self.layers.probe(rel)
+        node = self._probe(call, rel)
         if node.upper is None and node.lower is not None and not stat.S_ISDIR(node.lower.st_mode):
             if not self._writable_lower(node.real):
                 self.layers.copy_up(node, data=data)
-                node = self.layers.probe(rel)
+                node = self._probe(call, rel)
         elif node.upper is None and node.lower is not None and not self._writable_lower(node.real):
             self.layers.ensure_dir(rel)  # a directory changed in place (chmod /usr)
-            node = self.layers.probe(rel)
+            node = self._probe(call, rel)
         if raw == b"":
             d = call.dirfd_indices[slot]
             if d is not None and node.upper is not None:
@@ -852,7 +986,7 @@ class LayeredMount(RedirectMount):
         file's (a read-only file system, another owner)."""
         slot, index, rel, raw = s
         mode = call.mode
-        node = self.layers.probe(rel)
+        node = self._probe(call, rel)
         st = node.st
         if not mode & W_OK or node.upper is not None or st is None or stat.S_ISLNK(st.st_mode) \
                 or self.layers.mode == "merge" or self._writable_lower(node.real):
@@ -871,11 +1005,11 @@ class LayeredMount(RedirectMount):
         in_place=False: the name must be made in the upper layer."""
         slot, index, rel, raw = s
         st = call.state(self)
-        node = self.layers.probe(rel)
+        node = self._probe(call, rel)
         if node.exists:
             raise OSError(errno.EEXIST, os.strerror(errno.EEXIST))
         parent, _ = _parent(rel)
-        pnode = self.layers.probe(parent)
+        pnode = self._probe(call, parent)
         if not pnode.is_dir:
             # no such directory in the view: the kernel says ENOENT or ENOTDIR
             self._set(call, index, node.real, raw)
@@ -919,7 +1053,7 @@ class LayeredMount(RedirectMount):
         if not flags & O_WRITES and (flags & O_TMPFILE) != O_TMPFILE:
             self._read(call, s)
             return CONTINUE
-        node = self.layers.probe(rel)
+        node = self._probe(call, rel)
         if (flags & O_TMPFILE) == O_TMPFILE:
             if node.is_dir:
                 real = node.real if node.upper is not None or self._writable_lower(node.real) \
@@ -946,7 +1080,7 @@ class LayeredMount(RedirectMount):
     def _unlink(self, call, s):
         slot, index, rel, raw = s
         rmdir = call.name == "rmdir" or (call.name == "unlinkat" and call.flags & AT_REMOVEDIR)
-        node = self.layers.probe(rel)
+        node = self._probe(call, rel)
         if not node.exists or not rel:
             self._set(call, index, node.real, raw)
             return CONTINUE
@@ -984,11 +1118,11 @@ class LayeredMount(RedirectMount):
         _, i_new, r_new, raw_new = new
         flags = call.flags if call.name == "renameat2" else 0
         st = call.state(self)
-        old = self.layers.probe(r_old)
+        old = self._probe(call, r_old)
         if not old.exists:
             self._set(call, i_old, old.real, raw_old)
             return CONTINUE
-        target = self.layers.probe(r_new)
+        target = self._probe(call, r_new)
         if r_old == r_new:
             return Skip(0)
         if self._rename_in_place(old, target):
@@ -1027,7 +1161,7 @@ class LayeredMount(RedirectMount):
         if old.upper is None:
             self.layers.copy_up(old)
         parent, _ = _parent(r_new)
-        if not self.layers.probe(parent).is_dir:
+        if not self._probe(call, parent).is_dir:
             self._set(call, i_new, target.real, raw_new)
             return CONTINUE
         self.layers.ensure_dir(parent)
@@ -1060,7 +1194,7 @@ class LayeredMount(RedirectMount):
         if len(slots) < 2:
             raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
         (_, i_old, r_old, raw_old), new = slots[0], slots[1]
-        old = self.layers.probe(r_old)
+        old = self._probe(call, r_old)
         if not old.exists or old.is_dir:
             # ENOENT, or EPERM for a directory: the kernel says which
             self._set(call, i_old, old.real, raw_old)
@@ -1071,8 +1205,8 @@ class LayeredMount(RedirectMount):
         # lower file is copied up first
         if old.upper is None:
             r_new = new[2]
-            target = self.layers.probe(r_new)
-            pnode = self.layers.probe(_parent(r_new)[0])
+            target = self._probe(call, r_new)
+            pnode = self._probe(call, _parent(r_new)[0])
             if self.layers.mode != "cow" and not target.exists and not target.hidden \
                     and pnode.lower is not None and self._writable_lower(self.layers.low(pnode.rel)):
                 self._set(call, i_old, old.real, raw_old)
@@ -1145,7 +1279,7 @@ class LayeredMount(RedirectMount):
         rel = self.relative(path) if path.startswith(b"/") else None
         if rel is None or flags & O_PATH:
             return CONTINUE
-        node = self.layers.probe(rel)
+        node = self._probe(call, rel)
         if not node.exists:
             return CONTINUE  # an unlinked file: the kernel's
         if node.upper is None:
@@ -1168,12 +1302,12 @@ class LayeredMount(RedirectMount):
     def _socket(self, call):
         path = os.path.normpath(self._socket_path(call))
         rel = self.relative(path)
-        node = self.layers.probe(rel)
+        node = self._probe(call, rel)
         if call.name == "bind":
             if node.exists:
                 raise OSError(errno.EADDRINUSE, os.strerror(errno.EADDRINUSE))
             parent, _ = _parent(rel)
-            if self.layers.probe(parent).is_dir:
+            if self._probe(call, parent).is_dir:
                 self.layers.ensure_dir(parent)
                 self.layers.unwhiteout(rel)
                 real = self.layers.up(rel)

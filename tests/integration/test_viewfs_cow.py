@@ -621,3 +621,56 @@ def test_a_new_file_in_a_cow_view_costs_one_stop_at_entry_and_one_at_exit(scratc
     assert write["notifications"] == read["notifications"] - 1
     assert write["seccomp_stops"] == read["seccomp_stops"] + 1
     assert write["stops"] == read["stops"] + 2  # its seccomp stop and its exit stop
+
+
+DEEP_TREE = r"""
+import errno, json, os, sys
+base, n = sys.argv[1], int(sys.argv[2])
+out = {}
+p = base
+for i in range(n):
+    p += "/12345678"
+    os.mkdir(p)
+f = p + "/file"
+with open(f, "w") as fh:
+    fh.write("deep\n")
+st = os.stat(f)
+out["path_bytes"] = len(f)
+out["stat"] = [st.st_size, oct(st.st_mode), st.st_nlink]
+out["lstat_dir"] = oct(os.lstat(p).st_mode)
+with open(f) as fh:
+    out["read"] = fh.read()
+out["access"] = os.access(f, os.R_OK | os.W_OK)
+os.unlink(f)
+def errno_of(fn, *args):
+    try:
+        fn(*args)
+    except OSError as e:
+        return errno.errorcode[e.errno]
+    return "ok"
+out["stat_gone"] = errno_of(os.stat, f)
+out["too_long"] = errno_of(os.mkdir, p + "/" + "x" * (4200 - len(p)))
+out["listing"] = os.listdir(p)
+print(json.dumps(out, sort_keys=True))
+"""
+
+
+def test_tree_nearly_path_max_deep_in_a_cow_view_of_root_works_as_natively_in_linear_time():
+    # a path of N components costs a call O(N) in the monitor: ~440 levels,
+    # each made, then stat, open and unlink of a file about 4,000 bytes deep,
+    # take a few seconds; quadratic probing took minutes (the timeout fails it)
+    dirs = [tempfile.mkdtemp(prefix="umview-deep-") for _ in range(3)]
+    native, viewed, layer = dirs
+    try:
+        levels = (4000 - len(viewed) - len("/file")) // len("/12345678")
+        want = run([sys.executable, "-c", DEEP_TREE, native, str(levels)], timeout=60)
+        got = run(umview_argv("-p", f"viewfs,mount={layer}:/:cow", "--",
+                              sys.executable, "-c", DEEP_TREE, viewed, str(levels)), timeout=60)
+        assert got.returncode == 0, got.stderr
+        assert json.loads(got.stdout) == json.loads(want.stdout)
+        assert json.loads(got.stdout)["path_bytes"] > 3950
+        assert os.listdir(viewed) == []  # the tree lives in the layer
+        assert os.path.isdir(layer + viewed + "/12345678/12345678")
+    finally:
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)

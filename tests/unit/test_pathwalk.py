@@ -84,3 +84,18 @@ def test_follows_last_rules():
     assert follows_last(("unless_set", 4, 0x400), [0, 0, 0, 0, 0x400, 0])
     assert not follows_last(("oflags", 1), [0, 0o100 | 0o200, 0, 0, 0, 0])
     assert not follows_last(("oflags", 1), [0, 0o400000, 0, 0, 0, 0])
+
+
+def test_walk_shows_realize_the_whole_path_ahead_before_its_prefixes():
+    seen = []
+
+    def realize(vpath):
+        seen.append(vpath)
+        return unreal(vpath)
+
+    assert walk(b"/tmp/into/hostname", realize, lstat=FS.lstat, readlink=FS.readlink)[0] == \
+        b"/unreal/etc/hostname"
+    # the path as named, then its prefixes; after the symlink, its target
+    # with the rest, then the target's prefixes
+    assert seen == [b"/tmp/into/hostname", b"/tmp", b"/tmp/into",
+                    b"/unreal/etc/hostname", b"/unreal", b"/unreal/etc", b"/unreal/etc/hostname"]
