@@ -36,7 +36,7 @@ import os
 
 from umview import core
 from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip, under_any
-from umview.pathwalk import walk
+from umview.pathwalk import plain_path, walk
 from umview.service import ViewLookup, realize
 from umview.syscalls import PATH_SYSCALLS, follows_last, nofollow_rule
 
@@ -335,14 +335,31 @@ class CwdTracker(Engine):
                 full = base + b"/" + path
             else:
                 full = path
-            follow = follows_last(nofollow_rule(call.name, index), call.args)
+            follow = follows_last(nofollow_rule(call.name, index), call.args) or full.endswith(b"/")
             view = ViewLookup(self.mounts, call)
+            if self._plain(view, full, follow):
+                continue  # the walk would give the path as it is: the mounts rewrite it lexically
             resolved, crossed = walk(full, view.realize, follow, lstat=view.lstat)
             # no mount on the way: the kernel resolves the original path the same way
             if crossed and resolved != path:
                 if len(resolved) >= 4096:
                     raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG))
                 call.set_string(index, resolved)
+
+    @staticmethod
+    def _plain(view, vpath, follow):
+        """Is there no symlink on the way of the absolute view path vpath
+        (nor at its end if the call follows it), and no "..": asked of the
+        real path the mounts make of it, in one lookup by the kernel, instead
+        of a walk component by component."""
+        comps = [c for c in vpath.split(b"/") if c and c != b"."]
+        if b".." in comps:
+            return False
+        path = b"/" + b"/".join(comps)
+        plain = plain_path(view.realize(path), follow)
+        if plain is None and comps:  # a new name: its parent decides
+            plain = plain_path(view.realize(b"/" + b"/".join(comps[:-1])), True)
+        return bool(plain)
 
     @staticmethod
     def _virtual_path(call, slot):

@@ -178,7 +178,9 @@ class Viewfs(Module):
             if o.startswith("except="):
                 for e in filter(None, o[len("except="):].split(":")):
                     e = os.fsencode(e)
-                    full = os.path.normpath(e if e.startswith(b"/") else target + b"/" + e)
+                    full = os.path.normpath(e if e.startswith(b"/") else target.rstrip(b"/") + b"/" + e)
+                    if full.startswith(b"//"):  # normpath keeps POSIX's implementation-defined "//"
+                        full = b"/" + full.lstrip(b"/")
                     if not (full + b"/").startswith(target.rstrip(b"/") + b"/"):
                         log.warning("viewfs: except=%s is not under %s: mount refused with EINVAL",
                                     os.fsdecode(e), os.fsdecode(target))

@@ -41,6 +41,7 @@ import tempfile
 
 from umview import core
 from umview.engine import CONTINUE, CONTINUE_AFTER, Skip
+from umview.pathwalk import lstat_plain
 from umview.service import SUN_PATH_MAX, RedirectMount
 from umview.syscalls import follows_last, nofollow_rule
 
@@ -226,6 +227,12 @@ class Layers:
         prefix = b""
         try:
             for i, c in enumerate(comps):
+                if low_gone and memo is not None and upfd is not None and i:
+                    # no lower directory here: the rest is the upper layer's
+                    # alone, whiteouts and opaque markers hide nothing more
+                    node = self._upper_only(upfd, comps[i:], rel, hidden or opaque)
+                    if node is not None:
+                        return node
                 parent = prefix
                 prefix = c if i == 0 else prefix + b"/" + c
                 if upfd is not None and not hidden and (opaque or _stat_at(WH + c, upfd) is not None):
@@ -269,6 +276,27 @@ class Layers:
             for fd in (upfd, lowfd):
                 if fd is not None:
                     os.close(fd)
+
+    def _upper_only(self, upfd, comps, rel, hidden):
+        """The Node of rel whose components comps lie below the upper
+        directory upfd, where the lower layer has nothing (or nothing that
+        shows): one lookup by the kernel (no symlink may be on the way: the
+        component walk handles those), so a deep path costs O(1) calls here.
+        None: walk instead. Whiteouts and opaque markers further down are not
+        looked at: with no lower name to hide they change nothing."""
+        try:
+            return Node(self, rel, lstat_plain(b"/".join(comps), upfd, beneath=True), None, hidden)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return None
+        if len(comps) > 1:  # missing: the name is new if its parent is a directory
+            try:
+                if not stat.S_ISDIR(lstat_plain(b"/".join(comps[:-1]), upfd, beneath=True).st_mode):
+                    return None
+            except OSError:
+                return None
+        return Node(self, rel, None, None, hidden)
 
     def opaque(self, rel):
         return os.path.lexists(self.up(rel) + b"/" + OPAQUE)

@@ -120,3 +120,16 @@ def test_dotdot_from_a_dirfd_inside_the_mount_climbs_in_the_view(dirs, tmp_path)
     r = run(umview_argv("-p", f"viewfs,mount={src}:{target}", "--", sys.executable, "-c", script, str(target)))
     assert r.returncode == 0, r.stderr
     assert r.stdout == b"next to the mount point\nnext to the mount point\nTrue\n"
+
+
+def test_relative_except_of_a_cow_view_of_root_stays_real(tmp_path):
+    # except=P relative to a TARGET of "/" names /P: writes there are real,
+    # writes elsewhere land in the layer
+    real, layer = tmp_path / "real", tmp_path / "layer"
+    real.mkdir()
+    r = in_view(f'"$VUMOUNT" -t viewfs -o cow,except={str(real).lstrip("/")} {layer} / &&'
+                f' echo kept > {real}/f && echo layered > {tmp_path}/g', tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (real / "f").read_text() == "kept\n"
+    assert not (tmp_path / "g").exists()
+    assert not os.path.exists(f"{layer}{real}/f")

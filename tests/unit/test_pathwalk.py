@@ -99,3 +99,18 @@ def test_walk_shows_realize_the_whole_path_ahead_before_its_prefixes():
     # with the rest, then the target's prefixes
     assert seen == [b"/tmp/into/hostname", b"/tmp", b"/tmp/into",
                     b"/unreal/etc/hostname", b"/unreal", b"/unreal/etc", b"/unreal/etc/hostname"]
+
+
+def test_plain_path_tells_a_path_with_a_symlink_on_its_way(tmp_path):
+    from umview.pathwalk import plain_path
+
+    (tmp_path / "d" / "e").mkdir(parents=True)
+    (tmp_path / "d" / "e" / "f").write_text("x")
+    (tmp_path / "link").symlink_to("d")
+    (tmp_path / "d" / "last").symlink_to("e")
+    base = bytes(tmp_path)
+    assert plain_path(base + b"/d/e/f", True) is True
+    assert plain_path(base + b"/link/e/f", False) is False  # a symlink on the way
+    assert plain_path(base + b"/d/last", False) is True     # the link itself (lstat)
+    assert plain_path(base + b"/d/last", True) is False     # followed at the end
+    assert plain_path(base + b"/d/e/new", True) is None     # missing: the parent decides
