@@ -118,18 +118,23 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 
 
+def _openat2(path, dir_fd, flags, resolve):
+    how = _OpenHow(flags, 0, resolve)
+    fd = _libc.syscall(ctypes.c_long(_SYS_openat2), ctypes.c_int(dir_fd), ctypes.c_char_p(path),
+                       ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
+    if fd < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e), path)
+    return fd
+
+
 def lstat_plain(path, dir_fd=AT_FDCWD_, beneath=False):
     """lstat of path, which must be reached without following any symlink on
     the way (the last component may be one: its own lstat); beneath: path is
     relative to dir_fd and may not leave it. OSError as openat2(2) gives it:
     ELOOP for a symlink on the way, ENOENT, ENOTDIR, EXDEV; ENOSYS before
     Linux 5.6."""
-    how = _OpenHow(_O_LOOKUP, 0, _RESOLVE_NO_SYMLINKS | (_RESOLVE_BENEATH if beneath else 0))
-    fd = _libc.syscall(ctypes.c_long(_SYS_openat2), ctypes.c_int(dir_fd), ctypes.c_char_p(path),
-                       ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
-    if fd < 0:
-        e = ctypes.get_errno()
-        raise OSError(e, os.strerror(e), path)
+    fd = _openat2(path, dir_fd, _O_LOOKUP, _RESOLVE_NO_SYMLINKS | (_RESOLVE_BENEATH if beneath else 0))
     try:
         return os.fstat(fd)
     finally:
@@ -139,11 +144,13 @@ def lstat_plain(path, dir_fd=AT_FDCWD_, beneath=False):
 def plain_path(real, follow_last):
     """Does the real path resolve with no symlink on its way (nor at its end,
     if follow_last)? True, False, or None where its last component is
-    missing (then its parent decides)."""
+    missing (then its parent decides). One openat2(2)."""
     try:
-        st = lstat_plain(real)
+        # following the last component, a symlink there is ELOOP too
+        os.close(_openat2(real, AT_FDCWD_, _O_LOOKUP & ~os.O_NOFOLLOW if follow_last else _O_LOOKUP,
+                          _RESOLVE_NO_SYMLINKS))
     except FileNotFoundError:
         return None
     except OSError:
         return False
-    return not (follow_last and stat.S_ISLNK(st.st_mode))
+    return True
