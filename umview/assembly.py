@@ -23,7 +23,7 @@ BUILTIN = {
 
 
 def _entry_points():
-    from importlib.metadata import entry_points
+    from importlib.metadata import entry_points  # lazy: 20 ms, only to look modules up
 
     return {ep.name: ep.value for ep in entry_points(group="umview.modules")}
 
@@ -48,7 +48,7 @@ def load_modules(specs, present=(), cwd=None):
     (modules, engines in epoch order). present: the engines loaded before them (their nested view); cwd:
     the directory relative paths in options are relative to (umview's own
     if None)."""
-    from umview.cwd import CwdTracker
+    from umview.cwd import CwdTracker  # lazy: see the note at the top
     from umview.service import RedirectMount
 
     modules, engines = [], []

@@ -112,7 +112,7 @@ def load_engine(spec):
         cls = getattr(module, cls_name)
     except AttributeError:
         raise ValueError(f"--engine {spec!r}: {where} has no {cls_name!r}") from None
-    from umview.engine import Engine
+    from umview.engine import Engine  # lazy, as the monitor in main(): it loads the C core
 
     engine = cls()
     if not isinstance(engine, Engine):
@@ -165,12 +165,12 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.engine or args.module or args.verbose or args.services:
-        import logging
+        import logging  # lazy: 13 ms of start-up, for views that log (modules, engines)
 
         logging.basicConfig(format="umview: %(message)s",
                             level=logging.INFO if args.verbose else logging.WARNING)
     if args.list_modules:
-        from umview.assembly import describe
+        from umview.assembly import describe  # lazy, as the monitor below
 
         print("\n".join(describe()))
         return 0
@@ -184,13 +184,15 @@ def main(argv=None):
     except OSError as exc:
         print(f"umview: rc file {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 2
+    # The C core loads with these (umview.core): imported here, not at the
+    # top, so that a missing or stale build is a message and --help needs none.
     try:
         from umview.monitor import Monitor, Stats, die_like
     except ImportError as exc:
         print(f"umview: {exc}", file=sys.stderr)
         return 1
     try:
-        from umview.assembly import Reserve, attach, close, load_service
+        from umview.assembly import Reserve, attach, close, load_service  # (C core: as above)
         from umview.control import parse_spec
         from umview.servicecontrol import ServiceControl
 
@@ -230,7 +232,7 @@ def main(argv=None):
         if args.stats:
             print(stats.format(), file=sys.stderr)
         if args.stats_file:
-            import json
+            import json  # lazy: only for --stats-file
 
             with open(args.stats_file, "a") as f:
                 f.write(json.dumps({"command": command, **stats.as_dict()}) + "\n")

@@ -7,8 +7,11 @@ users whose util-linux mount refuses (not root) inside a umview view.
 import argparse
 import ctypes
 import ctypes.util
+import errno
 import os
 import sys
+
+from umview import control
 
 MS_RDONLY = 1
 MS_REMOUNT = 32
@@ -74,8 +77,6 @@ def _control_parser(prog, description, epilog=None):
 
 def _run_control(prog, action, quiet=False):
     """Run action(); outside a view, or on a refusal, a message and status 1."""
-    from umview import control
-
     try:
         return action() or 0
     except control.NotInView:
@@ -89,14 +90,10 @@ def _run_control(prog, action, quiet=False):
 
 
 def errno_name(code):
-    import errno
-
     return errno.errorcode.get(code, str(code))
 
 
 def um_add_service_main(argv=None):
-    from umview import control
-
     p = _control_parser("um_add_service", "Load a module into the running view: its engines are "
                         "added, each with a new epoch (the newest).",
                         "example: um_add_service viewfs; mount -t viewfs -o cow /tmp/l /\n"
@@ -109,8 +106,6 @@ def um_add_service_main(argv=None):
 
 
 def um_attach_main(argv=None):
-    from umview import control
-
     p = _control_parser("um_attach", "Bring a process started outside into this view: from now "
                         "on it and its future children see what the view's processes see. The "
                         "rules of ptrace apply (the same user, or CAP_SYS_PTRACE); the process "
@@ -123,8 +118,6 @@ def um_attach_main(argv=None):
 
 
 def um_del_service_main(argv=None):
-    from umview import control
-
     p = _control_parser("um_del_service", "Remove a service (the newest of that name) from the "
                         "running view. EBUSY while it is permanent or its mounts exist.")
     p.add_argument("name", metavar="MODULE")
@@ -133,8 +126,6 @@ def um_del_service_main(argv=None):
 
 
 def um_ls_service_main(argv=None):
-    from umview import control
-
     p = _control_parser("um_ls_service", "List the services of the running view, oldest first: "
                         "name and description (and 'permanent').")
     p.add_argument("-e", "--engines", action="store_true",
@@ -154,8 +145,6 @@ def um_ls_service_main(argv=None):
 
 
 def um_fsalias_main(argv=None):
-    from umview import control
-
     p = _control_parser("um_fsalias", "Make mount -t ALIAS reach the service of FSTYPE; with no "
                         "FSTYPE, delete ALIAS.", "example: um_fsalias bind viewfs; mount -t bind SRC DST")
     p.add_argument("alias", metavar="ALIAS")
@@ -165,8 +154,6 @@ def um_fsalias_main(argv=None):
 
 
 def viewname_main(argv=None):
-    from umview import control
-
     p = _control_parser("viewname", "Show the view's name, or set it to NAME.")
     p.add_argument("-p", "--print", action="store_true", help="print the name (after setting it, with NAME)")
     p.add_argument("-q", "--quiet", action="store_true", help="no message outside a view (the status says it)")
@@ -190,9 +177,7 @@ VIEW_FIELDS = (("U", "serverid", "the monitor's id (its pid)"), ("V", "viewid", 
 
 def vuname_main(argv=None):
     """uname, plus the view: outside a view it is uname."""
-    import subprocess
-
-    from umview import control
+    import subprocess  # lazy: only um_attach's re-exec needs it
 
     p = _control_parser("vuname", "Print system information as uname(1) does, and which view "
                         "this is: -U server id, -V view id, -N view name. Outside a view, uname.")

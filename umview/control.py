@@ -39,6 +39,10 @@ class NotInView(OSError):
 _libc = None
 
 
+# ctypes is imported lazily in this module: the console scripts (um_* commands)
+# start with it only when they make the control call.
+
+
 def _syscall(*args):
     import ctypes
 

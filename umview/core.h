@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 8
+#define UM_CORE_VERSION 9
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -211,6 +211,9 @@ int um_write_mem(int tid, uint64_t addr, const void *buf, size_t len);
 int um_read_string(int tid, uint64_t addr, char *buf, int size);
 int um_resolve_path(int tid, int abi, int sc, int slot, const uint64_t *args, char *out, int size);
 int um_notif_supported(void);
+/* Does this kernel run calls of abi (UM_ABI_*)? x86_64 and i386 yes; x32 only
+ * with CONFIG_X86_X32_ABI (asked once, with an x32 getpid). */
+int um_abi_supported(int abi);
 #define UM_VCWD 1          /* um_set_vcwd: its cwd is virtual */
 #define UM_VCWD_FAITHFUL 2 /* ... and the kernel's cwd shows the same names below it:
                             * relative paths without ".." stay with the kernel */

@@ -7,7 +7,7 @@ about engines or modules.
 import errno
 import os
 
-_EXPECTED_VERSION = 8
+_EXPECTED_VERSION = 9
 
 try:
     from umview._umcore import ffi, lib
@@ -86,12 +86,8 @@ def kernel_abis():
     fail with ENOSYS). Asked once, with an x32 getpid."""
     global _KERNEL_ABIS
     if _KERNEL_ABIS is None:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.syscall.restype = ctypes.c_long
-        x32 = libc.syscall(ctypes.c_long(39 | 0x40000000)) == os.getpid()
-        _KERNEL_ABIS = frozenset({"x86_64", "i386"} | ({"x32"} if x32 else set()))
+        _KERNEL_ABIS = frozenset(name for name, abi in (("x86_64", lib.UM_ABI_X86_64), ("i386", lib.UM_ABI_I386),
+                                                        ("x32", lib.UM_ABI_X32)) if lib.um_abi_supported(abi))
     return _KERNEL_ABIS
 
 

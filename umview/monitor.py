@@ -28,7 +28,7 @@ def _syscall_table():
 
 
 def _log():
-    import logging
+    import logging  # lazy: 13 ms of start-up, paid only when something is logged
 
     return logging.getLogger("umview")
 
@@ -520,7 +520,7 @@ def die_like(status):
     sys.stdout.flush()
     sys.stderr.flush()
     if status >= 0 and os.WIFSIGNALED(status):
-        import resource
+        import resource  # lazy: only to die of a signal
         import signal
 
         sig = os.WTERMSIG(status)

@@ -23,6 +23,7 @@ as ``strace -f`` does. See docs/trace.md.
 import errno as _errno
 import os
 import signal as _signal
+import sys
 
 from umview import arch, core
 from umview.engine import CONTINUE_AFTER, Engine
@@ -117,7 +118,7 @@ def _addr(value):
 
 
 def _open_flags(value):
-    from ptrace.syscall.posix_arg import OPEN_FLAGS_BITMASK
+    from ptrace.syscall.posix_arg import OPEN_FLAGS_BITMASK  # lazy: see TraceEngine.__init__
 
     value &= 0xFFFFFFFF
     acc = value & 3
@@ -132,7 +133,7 @@ def _open_flags(value):
 
 
 def _signal_name(value):
-    from ptrace.signames import signalName
+    from ptrace.signames import signalName  # lazy: see TraceEngine.__init__
 
     return "0" if value == 0 else signalName(core.signed32(value))
 
@@ -306,7 +307,7 @@ class Formatter:
 
 
 def _prot(v):
-    from ptrace.syscall.posix_arg import MMAP_PROT_BITMASK
+    from ptrace.syscall.posix_arg import MMAP_PROT_BITMASK  # lazy: see TraceEngine.__init__
 
     return bits(v & 0xFFFFFFFF, MMAP_PROT_BITMASK, "PROT_NONE")
 
@@ -342,6 +343,7 @@ class TraceEngine(Engine):
     newest = 2
 
     def __init__(self, out, calls=None, kernel=False):
+        # lazy: python-ptrace takes 70 ms to import, paid when a trace starts
         from ptrace.syscall import SYSCALL_PROTOTYPES
         from ptrace.syscall.linux_constants import SYSCALL_ARG_DICT
 
@@ -445,16 +447,12 @@ class TraceEngine(Engine):
         self._started = True
 
     def close(self):
-        import sys
-
         if self.out is not sys.stderr and not self.out.closed:
             self.out.close()
 
 
 def open_trace(path):
     """The text stream for --trace PATH ('-' is stderr), line-buffered."""
-    import sys
-
     if path == "-":
         return sys.stderr
     return open(path, "w", buffering=1, encoding="utf-8", errors="backslashreplace")

@@ -127,7 +127,7 @@ class Vnet(Module):
             if os.path.exists(path):
                 raise ValueError(f"module vnet: network namespace {self.netns!r} exists already: "
                                  "drop `create` to use it")
-            from pyroute2 import netns as pyroute_netns  # lazy: pyroute2 takes ~100 ms to import
+            from pyroute2 import netns as pyroute_netns  # lazy: pyroute2 takes ~400 ms to import
 
             try:
                 pyroute_netns.create(self.netns)
@@ -152,7 +152,7 @@ class Vnet(Module):
             self.server.stop()
             self.server = None
         if self.created:
-            from pyroute2 import netns as pyroute_netns
+            from pyroute2 import netns as pyroute_netns  # lazy: pyroute2 takes ~400 ms to import
 
             self.created = False
             pyroute_netns.remove(self.netns)

@@ -101,7 +101,7 @@ class NamespaceServer:
 def _enter(netns, private, up):  # pragma: no cover - runs in the server
     libc = ctypes.CDLL(None, use_errno=True)
     if netns is not None:
-        from pyroute2 import netns as pyroute_netns
+        from pyroute2 import netns as pyroute_netns  # lazy: ~400 ms, in the server only when asked
 
         try:
             pyroute_netns.setns(netns, flags=0)
@@ -117,7 +117,7 @@ def _enter(netns, private, up):  # pragma: no cover - runs in the server
                           + f"): {os.strerror(e)}" + ("" if flags == CLONE_NEWNET else
                                                        " (are unprivileged user namespaces disabled?)"))
     if up:
-        from pyroute2 import IPRoute
+        from pyroute2 import IPRoute  # lazy: as above
 
         with IPRoute() as ipr:
             ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")

@@ -315,3 +315,15 @@ void um_restore_signals(void)
     for (int i = 0; i < NPASSED; i++)
         sigaction(passed_signals[i], &saved_actions[i], NULL);
 }
+
+int um_abi_supported(int abi)
+{
+    static int x32 = -1;
+    if (abi == UM_ABI_X86_64 || abi == UM_ABI_I386)
+        return 1;
+    if (abi != UM_ABI_X32)
+        return 0;
+    if (x32 < 0)
+        x32 = syscall(39 | X32_BIT) == getpid(); /* getpid; ENOSYS without x32 */
+    return x32;
+}
