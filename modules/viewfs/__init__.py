@@ -159,6 +159,16 @@ class Viewfs(Module):
             if at_start:
                 raise ValueError(f"module viewfs: source {os.fsdecode(given)}: {os.strerror(err)}")
             raise OSError(err, "source")
+        if mode != "move":
+            under = self._layered_over(target)
+            if under is not None:
+                msg = (f"a {mode} mount over {os.fsdecode(target)}, which the layered mount of "
+                       f"{os.fsdecode(under.target)} shows, is not supported (its lower layer would not be "
+                       "what that mount shows): unmount that one first, or mount elsewhere")
+                if at_start:
+                    raise ValueError("module viewfs: " + msg)
+                log.warning("viewfs: %s: mount refused with EBUSY", msg)
+                raise OSError(errno.EBUSY, msg)
         name = f"viewfs {target.decode(errors='replace')}"
         if mode == "move":
             m = ViewfsMount(source, target, mode, exceptions)
@@ -166,6 +176,17 @@ class Viewfs(Module):
             m = LayeredMount(source, target, self.real_path(target), mode, name + f" ({mode})", exceptions)
         self.mounts.append(m)
         return m
+
+    def _layered_over(self, target):
+        """The layered mount (merge, cow, mincow) of the view that target lies
+        at or under, or None. The engines a mount made now would stand on:
+        those of the running view, else the ones loaded before and this
+        module's mounts so far."""
+        engines = self.view.dispatcher.engines if self.view is not None else (*self.older, *self.mounts)
+        for e in engines:
+            if isinstance(e, LayeredMount) and e.relative(target) is not None:
+                return e
+        return None
 
     def mount(self, tid, source, target, data):
         """mount(2) of type viewfs, from a process of the view."""

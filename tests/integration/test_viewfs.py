@@ -133,3 +133,18 @@ def test_relative_except_of_a_cow_view_of_root_stays_real(tmp_path):
     assert (real / "f").read_text() == "kept\n"
     assert not (tmp_path / "g").exists()
     assert not os.path.exists(f"{layer}{real}/f")
+
+
+def test_a_layered_mount_over_a_layered_mount_is_refused_and_the_view_still_works(tmp_path):
+    # natively a second overlay over the first would work; here the lower
+    # layer would not be what the first mount shows: refused with EBUSY (not
+    # an empty view where every command vanishes), a move mount over it works
+    first, second, moved = tmp_path / "first", tmp_path / "second", tmp_path / "moved"
+    moved.mkdir()
+    r = in_view(f'"$VUMOUNT" -t viewfs -o cow {first} / && "$VUMOUNT" -t viewfs -o cow {second} /;'
+                f' echo $?; cat /etc/hostname >/dev/null && echo still; "$VUMOUNT" -t viewfs {moved} /mnt && echo moved',
+                tmp_path)
+    assert r.stdout == b"32\nstill\nmoved\n", r.stderr
+    assert b"Device or resource busy" in r.stderr and b"not supported" in r.stderr
+    r = run(umview_argv("-p", f"viewfs,mount={first}:/:cow;{second}:/usr:cow", "--", "true"))
+    assert r.returncode == 2 and b"module viewfs: a cow mount over /usr" in r.stderr
