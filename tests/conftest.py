@@ -119,6 +119,23 @@ def no_process_left_behind():
                     + "\n".join(f"  {pid}: {cmd}" for pid, cmd in left), pytrace=False)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_listing_directory_left_behind():
+    """At the end of the session no /dev/shm/umview-* directory made during
+    it is left (a layered mount's listing directories are removed with the
+    view, also when a module fails to load)."""
+    def ours():
+        try:
+            return {n for n in os.listdir("/dev/shm") if n.startswith("umview-")}
+        except OSError:
+            return set()
+    before = ours()
+    yield
+    left = sorted(ours() - before)
+    if left:
+        pytest.fail(f"left in /dev/shm by the tests: {', '.join(left)}", pytrace=False)
+
+
 # --- running as another user ---
 
 NOBODY = 65534

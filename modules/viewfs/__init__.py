@@ -125,7 +125,12 @@ class Viewfs(Module):
     def engines(self):
         # made now, when the engines loaded before this module are known: a
         # SOURCE may lie under /unreal, or under an earlier mount
-        self.initial = [self._make(source, target, mode, at_start=True) for source, target, mode in self.initial]
+        try:
+            self.initial = [self._make(source, target, mode, at_start=True)
+                            for source, target, mode in self.initial]
+        except ValueError:
+            self.close()  # the mounts made before the one refused: their listing directories go
+            raise
         return [self.control, *self.initial]
 
     def start(self):
