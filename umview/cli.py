@@ -120,6 +120,35 @@ def load_engine(spec):
     return engine
 
 
+def why_not_traced(err):
+    """Why umview could not trace its command, when the kernel refused with
+    EPERM because umview itself is traced: ptrace allows one tracer a
+    process, and a tracer that follows forks (strace -f, gdb) has taken the
+    command first; or this umview runs inside a view. "" otherwise."""
+    if err != errno.EPERM:
+        return ""
+    try:
+        with open("/proc/self/status") as f:
+            tracer = int(next(line for line in f if line.startswith("TracerPid:")).split()[1])
+    except (OSError, StopIteration, ValueError):
+        return ""
+    if not tracer:
+        return ""
+    from umview import control  # lazy: only on this error
+
+    if control.in_view():
+        return ("\n  umview is running inside a view (its monitor traces it): a view inside a view "
+                "is not supported yet; run the command in this view, or start umview outside it")
+    try:
+        with open(f"/proc/{tracer}/comm") as f:
+            who = f"{f.read().strip()}, pid {tracer}"
+    except OSError:
+        who = f"pid {tracer}"
+    return (f"\n  umview is itself traced ({who}), and a tracer that follows children (strace -f, "
+            "gdb) took the command first: ptrace allows one tracer a process. Trace umview "
+            "without following children (strace without -f), or trace the command alone")
+
+
 def trace_service(args):
     """--trace FILE [--trace-calls ...] [--trace-kernel] as the trace service
     (modules/trace): [(name, options)], loaded before the -p modules so that
@@ -220,7 +249,7 @@ def main(argv=None):
         if exc.errno == errno.ENOENT:
             print(f"umview: {command[0]}: command not found", file=sys.stderr)
             return 127
-        print(f"umview: cannot run {command[0]}: {exc.strerror}", file=sys.stderr)
+        print(f"umview: cannot run {command[0]}: {exc.strerror}" + why_not_traced(exc.errno), file=sys.stderr)
         return 126
     except ValueError as exc:
         print(f"umview: {exc}", file=sys.stderr)

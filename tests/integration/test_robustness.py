@@ -319,3 +319,19 @@ def test_skip_whose_result_cannot_be_set_still_does_not_run_the_call(tmp_path):
     assert (r.returncode, made) == (0, False), r.stderr
     assert r.stdout == f"{errno.ENOSYS}\n".encode()  # nr = -1 ran: the kernel's ENOSYS
     assert st["write_failed"] == 1 and b"the result of a skipped call could not be set" in r.stderr
+
+
+def test_umview_under_strace_f_says_why_it_cannot_trace_its_command(tmp_path):
+    # natively strace -f takes umview's child first: ptrace allows one tracer
+    need("strace")
+    r = run(["strace", "-f", "-o", str(tmp_path / "log"), *umview_argv("--", "true")])
+    assert r.returncode == 126
+    assert b"umview is itself traced (strace" in r.stderr and b"strace without -f" in r.stderr
+    r = run(["strace", "-o", str(tmp_path / "log"), *umview_argv("--", "true")])
+    assert r.returncode == 0, r.stderr  # without -f it works
+
+
+def test_umview_inside_a_view_says_a_view_inside_a_view_is_not_supported_yet():
+    r = run(umview_argv("--", *umview_argv("--", "true")))
+    assert r.returncode == 126
+    assert b"umview is running inside a view" in r.stderr
