@@ -38,7 +38,7 @@ from umview import core
 from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip, under_any
 from umview.pathwalk import plain_path, walk
 from umview.service import ViewLookup, realize
-from umview.syscalls import PATH_SYSCALLS, follows_last, nofollow_rule
+from umview.syscalls import PATH_SYSCALLS, follows_last
 
 AT_FDCWD = core.AT_FDCWD
 _signed = core.signed32
@@ -335,7 +335,7 @@ class CwdTracker(Engine):
                 full = base + b"/" + path
             else:
                 full = path
-            follow = follows_last(nofollow_rule(call.name, index), call.args) or full.endswith(b"/")
+            follow = follows_last(call.spec.nofollow[slot], call.args) or full.endswith(b"/")
             view = ViewLookup(self.mounts, call)
             if self._plain(view, full, follow):
                 continue  # the walk would give the path as it is: the mounts rewrite it lexically

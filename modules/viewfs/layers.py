@@ -43,7 +43,7 @@ from umview import core
 from umview.engine import CONTINUE, CONTINUE_AFTER, Skip
 from umview.pathwalk import lstat_plain
 from umview.service import SUN_PATH_MAX, RedirectMount
-from umview.syscalls import follows_last, nofollow_rule
+from umview.syscalls import follows_last
 
 log = logging.getLogger("umview")
 
@@ -780,7 +780,7 @@ class LayeredMount(RedirectMount):
         if found is None:
             return self.relative(path)
         link, rest = found
-        if not rest and not follows_last(nofollow_rule(call.name, call.path_indices[slot]), call.args):
+        if not rest and not follows_last(call.spec.nofollow[slot], call.args):
             return None  # the link itself (lstat): the kernel's
         rel = self.listings.relative(link)
         if rel is not None:

@@ -7,7 +7,6 @@ show it does change them there (so the test cannot pass vacuously)."""
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 
 import pytest
