@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 9
+#define UM_CORE_VERSION 10
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -52,6 +52,12 @@
                               * abi, sc, nr, args, ip as at UM_EV_SYSCALL; no ptrace stop, so
                               * no um_inject, no register access; replies: CONTINUE, SKIP,
                               * REDIRECT; um_notif_addfd completes it with an fd */
+#define UM_EV_STOP 8         /* a stop of a thread Python watches (um_set_inner): status is the
+                              * wait status the monitor got; msg is the ptrace event message at
+                              * an event stop, UM_STOP_ENTRY / UM_STOP_EXIT at a syscall stop
+                              * (then abi, nr, args, rval are filled). Reply: CONTINUE (C resumes
+                              * it as it would have: a signal is delivered) or, with UM_HOLD in
+                              * flags, leave it stopped for um_resume / um_decide_stopped. */
 
 #define UM_PATH_BUF 4097 /* a path of PATH_MAX bytes and its NUL */
 #define UM_PATH_SLOTS 2  /* path arguments of a call, at most (rename, link, ...) */
@@ -61,6 +67,12 @@
 #define UM_FORK_HELD 8 /* internal: the child waits for this event's reply */
 #define UM_EXIT_AFTER_EXEC 4 /* ev->flags at UM_EV_SYSCALL_EXIT: the call execed */
 #define UM_FROM_ENTRY 16     /* internal: a UM_EV_SYSCALL taken at a syscall-entry stop */
+#define UM_HOLD 32           /* Python sets it in ev->flags at UM_EV_STOP, UM_EV_SYSCALL_EXIT,
+                              * UM_EV_FORK and UM_EV_EXEC: do what the reply says but leave the
+                              * thread stopped (an inner tracer's stop); um_resume ends it */
+#define UM_INNER_EVENT 64    /* ev->flags at UM_EV_FORK/EXEC/EXIT: the thread has an inner tracer */
+#define UM_STOP_ENTRY 1      /* ev->msg at a UM_EV_STOP syscall stop */
+#define UM_STOP_EXIT 2
 
 /* which optional events Python wants (um_set_event_mask) */
 #define UM_WANT_FORK 1
@@ -204,6 +216,38 @@ int um_spawn(char *const argv[]);
 int um_next(struct um_event *ev);
 int um_first_status(void);
 int um_spawn_error(void);
+
+/* --- inner tracers (docs/internals.md, "Tracers inside a view") ---
+ * A thread whose inner tracer (a process of the view calling ptrace) is
+ * recorded with um_set_inner has its stops handed to Python as UM_EV_STOP
+ * (signal-delivery, group-stop, PTRACE_EVENT_STOP, exit event stops; with
+ * UM_INNER_SYSCALL its syscall-entry and -exit stops too) and its fork, exec
+ * and exit events as process events with UM_INNER_EVENT. */
+#define UM_INNER 1          /* it has an inner tracer */
+#define UM_INNER_SYSCALL 2  /* ... who resumed it with PTRACE_SYSCALL: syscall stops */
+#define UM_INNER_EXITEV 4   /* ... who wants PTRACE_EVENT_EXIT stops (a real option) */
+int um_set_inner(int tid, int flags);
+/* Resume a thread Python held (UM_HOLD): req is PTRACE_CONT (made PTRACE_SYSCALL
+ * when a syscall stop is wanted), PTRACE_SINGLESTEP or PTRACE_LISTEN; sig the
+ * signal to deliver at a signal-delivery stop. 0 or -errno. */
+int um_resume(int tid, int req, int sig);
+/* PTRACE_INTERRUPT tid; its coming PTRACE_EVENT_STOP goes to Python (UM_EV_STOP). */
+int um_interrupt(int tid);
+/* A held thread at a syscall-entry or seccomp stop: decide its call as it is
+ * now (an inner tracer may have changed it). UM_EV_SYSCALL: ev is that call's
+ * event (UM_FROM_ENTRY), for Python to dispatch and um_finish; 0: C resumed
+ * it (nothing to see, or refused); -errno. */
+int um_decide_stopped(int tid, struct um_event *ev);
+/* Complete an event Python kept (a copy of the one um_next gave, or the one
+ * um_decide_stopped filled) as um_next would have at its next call. */
+int um_finish(struct um_event *ev);
+/* While tid blocks in a wait rewritten to pause (an inner tracer waiting for
+ * emulated stops), a signal that ends the pause makes it restart as call nr
+ * (the wait), as the wait would have: -ERESTARTSYS. 0 clears it. */
+int um_set_wait_nr(int tid, long nr);
+/* ptrace(2) as the system call (PEEK* store the word at data), on a thread
+ * the monitor traces: the result, or -errno. */
+long um_ptrace(long req, int tid, uint64_t addr, uint64_t data);
 
 /* --- tracee access --- */
 int um_read_mem(int tid, uint64_t addr, void *buf, size_t len);

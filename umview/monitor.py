@@ -13,9 +13,12 @@ import sys
 from umview import control, core
 from umview.core import ffi, lib
 from umview.engine import CONTINUE, CONTINUE_AFTER, Call, Engine, Skip
+from umview.innertrace import InnerTracing
 from umview.servicecontrol import ServiceControl
 
 ABI_IDS = {"x86_64": lib.UM_ABI_X86_64, "i386": lib.UM_ABI_I386, "x32": lib.UM_ABI_X32}
+# ptrace's numbers, trapped even in a view with no syscall table (emulated: umview.innertrace)
+_PTRACE_NRS = ((lib.UM_ABI_X86_64, 101), (lib.UM_ABI_I386, 26))
 
 
 def _syscall_table():
@@ -330,6 +333,9 @@ class Monitor:
         self.control = control if control is not None else ServiceControl()
         self.control.monitor = self
         self.dispatcher.add(self.control)
+        self.inner = InnerTracing(self)  # ptrace for the view's processes
+        self.dispatcher.add(self.inner)
+        self._deferred = []
         for e in engines:
             self.dispatcher.add(e)
         self.spin = spin
@@ -347,6 +353,12 @@ class Monitor:
         reloaded. Calls the running filter does not trap are added by a
         filter stacked on every process of the view (um_filter_inject)."""
         self.dispatcher.add(engine)
+        self.refresh_claims(engine.name)
+
+    def refresh_claims(self, why="ptrace"):
+        """The engines' claims changed while the view runs: tables reloaded,
+        and a filter stacked on every process of the view for calls the
+        running filter does not trap (um_filter_inject)."""
         if self._trapped is None:  # not running: run() loads the tables
             return
         modes = self._load()
@@ -358,7 +370,7 @@ class Monitor:
             core.check(n)
             self._trapped |= missing
             _log().info("engine %s: a filter for %d more calls stacked on %d threads",
-                        engine.name, len(missing), n)
+                        why, len(missing), n)
 
     def attach(self, pid):
         """Trace a process started outside the view (um_attach): it gets the
@@ -386,8 +398,13 @@ class Monitor:
         self._on_exec = [e for e in engines if type(e).on_exec is not Engine.on_exec]
         self._on_exit = [e for e in engines if type(e).on_exit is not Engine.on_exit]
         self._on_exit_status = [e for e in engines if type(e).on_exit_status is not Engine.on_exit_status]
-        # the control engine alone needs no process events
-        wanted = lib.UM_WANT_EXEC | lib.UM_WANT_EXIT if any(e is not self.control for e in engines) else 0
+        # the control engine alone needs no process events; the ptrace
+        # emulation needs its tracers' exits once it has tracees (its
+        # tracees' events come whatever the mask)
+        wanted = lib.UM_WANT_EXEC | lib.UM_WANT_EXIT if any(
+            e is not self.control and e is not self.inner for e in engines) else 0
+        if self.inner.active:
+            wanted |= lib.UM_WANT_EXIT
         if self._on_fork:
             wanted |= lib.UM_WANT_FORK
         lib.um_set_event_mask(wanted)
@@ -401,10 +418,16 @@ class Monitor:
             notif = os.environ.get("UMVIEW_NOTIF", "1") != "0" and bool(lib.um_notif_supported())
         self.dispatcher.notif = notif
         if self.table is None:
-            core.check(lib.um_table_reset(1))
+            # no syscall table: the control call, and ptrace (an inner tracer
+            # loads the table when it starts, InnerTracing._activate)
+            core.check(lib.um_table_reset(2))
             core.check(lib.um_set_control_sc(0))
             _set_claim(0, lib.UM_CLAIM_ALL)
-            self._trapped = set()
+            for abi, nr in _PTRACE_NRS:
+                core.check(lib.um_map_nr(abi, nr, 1))
+                core.check(lib.um_filter_trap_nr(abi, nr, lib.UM_TRAP_TRACE))
+            _set_claim(1, lib.UM_CLAIM_ALL)
+            self._trapped = {"ptrace"}
         else:
             self.table.load_into_core()
             self._trapped = set(self.dispatcher.load_into_core())
@@ -429,7 +452,8 @@ class Monitor:
         knows the control call alone."""
         abi, table = self._ABIS[ev.abi], self.table
         if table is None:
-            return Call(ev.tid, abi, ev.sc, control.CONTROL, ev.nr, list(ev.args), ev.ip, ev.sp)
+            name = control.CONTROL if ev.sc == 0 else "ptrace"
+            return Call(ev.tid, abi, ev.sc, name, ev.nr, list(ev.args), ev.ip, ev.sp)
         name = table.names[ev.sc]
         spec = table.spec(name, abi)
         call = Call(ev.tid, abi, ev.sc, name, ev.nr, list(ev.args), ev.ip, ev.sp, spec)
@@ -439,32 +463,60 @@ class Monitor:
             call._paths = [ffi.buffer(ev.path[i], ev.path_len[i])[:] for i in range(n)]
         return call
 
+    def defer(self, action):
+        """Run action() once the event at hand is answered (it may hand the
+        C core another stopped thread's call: um_decide_stopped)."""
+        self._deferred.append(action)
+
+    def dispatch_entry(self, ev):
+        """Walk the engines for the call of a UM_EV_SYSCALL event and put
+        their reply in it; the Call."""
+        call = self._call(ev)
+        reply, rval, exits = self.dispatcher.enter(call)
+        ev.reply = reply
+        rewritten = tuple(call.args) != call.orig_args
+        if call.nr != call.orig_nr:
+            ev.nr = call.nr
+            ev.changed |= lib.UM_CHANGED_NR
+        if reply == lib.UM_REPLY_SKIP:
+            # not run: ev.args stay what the process passed, so its
+            # argument registers keep them (the syscall ABI preserves
+            # them) whatever an engine rewrote before skipping
+            ev.rval = rval
+            return call
+        if rewritten:
+            ev.args = call.args
+            ev.changed |= lib.UM_CHANGED_ARGS
+        if reply == lib.UM_REPLY_CONTINUE_AFTER or rewritten:
+            # an exit stop to restore the argument registers, if nothing else
+            ev.reply = lib.UM_REPLY_CONTINUE_AFTER
+            self._pending[ev.tid] = _Pending(call, exits)
+        return call
+
+    def _run_deferred(self, ev):
+        """Answer the event at hand now, then run what waited for that."""
+        lib.um_finish(ev)
+        ev.kind = lib.UM_EV_DONE
+        while self._deferred:
+            action = self._deferred.pop(0)
+            try:
+                action()
+            except Exception:  # noqa: BLE001 - the monitor goes on
+                _log().exception("a deferred action of the ptrace emulation failed")
+
     def _loop(self):
         ev = ffi.new("struct um_event *")
         ev.kind = lib.UM_EV_DONE
+        inner = self.inner
         while True:
+            if self._deferred:
+                self._run_deferred(ev)
             kind = lib.um_next(ev)
             if kind == lib.UM_EV_SYSCALL:
-                call = self._call(ev)
-                reply, rval, exits = self.dispatcher.enter(call)
-                ev.reply = reply
-                rewritten = tuple(call.args) != call.orig_args
-                if call.nr != call.orig_nr:
-                    ev.nr = call.nr
-                    ev.changed |= lib.UM_CHANGED_NR
-                if reply == lib.UM_REPLY_SKIP:
-                    # not run: ev.args stay what the process passed, so its
-                    # argument registers keep them (the syscall ABI preserves
-                    # them) whatever an engine rewrote before skipping
-                    ev.rval = rval
-                    continue
-                if rewritten:
-                    ev.args = call.args
-                    ev.changed |= lib.UM_CHANGED_ARGS
-                if reply == lib.UM_REPLY_CONTINUE_AFTER or rewritten:
-                    # an exit stop to restore the argument registers, if nothing else
-                    ev.reply = lib.UM_REPLY_CONTINUE_AFTER
-                    self._pending[ev.tid] = _Pending(call, exits)
+                self.dispatch_entry(ev)
+            elif kind == lib.UM_EV_STOP:
+                if inner.stop_event(ev):
+                    ev.flags |= lib.UM_HOLD
             elif kind == lib.UM_EV_NOTIF:
                 # a claimed call waiting as a seccomp notification: CONTINUE,
                 # SKIP (answered by the C core), or REDIRECT to a ptrace stop
@@ -485,21 +537,29 @@ class Monitor:
                 if tuple(call.args) != call.orig_args:
                     ev.args = list(call.orig_args)
                     ev.changed |= lib.UM_CHANGED_ARGS
+                if inner.tracees and inner.syscall_exit(ev.tid):
+                    ev.flags |= lib.UM_HOLD
             elif kind == lib.UM_EV_FORK:
                 thread = bool(ev.flags & lib.UM_FORK_THREAD)
                 for e in self._on_fork:
                     _run_hook(e.on_fork, ev.tid, ev.msg, thread)
+                if ev.flags & lib.UM_INNER_EVENT and inner.fork_event(ev):
+                    ev.flags |= lib.UM_HOLD
             elif kind == lib.UM_EV_EXEC:
                 if ev.msg != ev.tid and ev.msg in self._pending:
                     self._pending[ev.tid] = self._pending.pop(ev.msg)
                 for e in self._on_exec:
                     _run_hook(e.on_exec, ev.tid, ev.msg)
+                if ev.flags & lib.UM_INNER_EVENT and inner.exec_event(ev):
+                    ev.flags |= lib.UM_HOLD
             elif kind == lib.UM_EV_EXIT:
                 self._pending.pop(ev.tid, None)
                 for e in self._on_exit:
                     _run_hook(e.on_exit, ev.tid)
                 for e in self._on_exit_status:
                     _run_hook(e.on_exit_status, ev.tid, ev.status)
+                if inner.active:
+                    inner.exit_event(ev.tid, ev.status)
             elif kind == lib.UM_EV_DONE:
                 return
             elif kind == lib.UM_EV_ERROR:

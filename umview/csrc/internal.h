@@ -128,6 +128,11 @@ struct um_thread {
                                * on it at its next interrupt stop (um_filter_inject) */
     unsigned injected : 1;    /* um_inject ran: the pending call waits at its syscall-entry stop */
     unsigned injecting : 1;   /* in um_inject: its notifications are answered CONTINUE */
+    unsigned inner : 1;       /* it has an inner tracer: its stops go to Python (um_set_inner) */
+    unsigned inner_sys : 1;   /* ... who wants its syscall stops: resumed with PTRACE_SYSCALL */
+    unsigned inner_exitev : 1;/* ... who wants PTRACE_EVENT_EXIT (set as a real option) */
+    unsigned py_int : 1;      /* Python interrupted it (um_interrupt): the stop is Python's */
+    long wait_nr;             /* blocked in a wait made pause: restart as this call (um_set_wait_nr) */
     struct um_note *note;     /* redirected: the decision for the restart (decide once) */
 };
 
@@ -185,6 +190,11 @@ int layer_hit(const char *p, size_t n);
 
 /* loop.c */
 void defer_status(pid_t tid, int status);
+void resume(pid_t tid, int req, int sig);
+void finish_reply(struct um_event *ev);
+int call_event(struct um_event *ev, pid_t tid, const struct um_sci *si, int abi, int sc, int flags,
+               const char (*path)[UM_PATH_BUF], const int *path_len, const int *path_kind);
+int is_stop_signal(int sig);
 
 /* notif.c */
 void serve_notification(int may_hand);

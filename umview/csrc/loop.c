@@ -5,10 +5,11 @@
 /* the loop                                                            */
 /* ------------------------------------------------------------------ */
 
-static void resume(pid_t tid, int req, int sig)
+void resume(pid_t tid, int req, int sig)
 {
-    if ((thr(tid)->exit_wanted || thr(tid)->await_entry) && req == PTRACE_CONT)
-        req = PTRACE_SYSCALL; /* keep the syscall stop we wait for */
+    struct um_thread *t = thr(tid);
+    if ((t->exit_wanted || t->await_entry || t->inner_sys) && req == PTRACE_CONT)
+        req = PTRACE_SYSCALL; /* keep the syscall stop we (or an inner tracer) wait for */
     ptrace(req, tid, 0, sig);
 }
 
@@ -51,7 +52,7 @@ static pid_t wait_any(int *status)
     return pid;
 }
 
-static int is_stop_signal(int sig)
+int is_stop_signal(int sig)
 {
     return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
 }
@@ -103,11 +104,13 @@ static void release_all_held(void)
     }
 }
 
-/* Complete the reply Python gave to the outstanding event. */
-static void finish_reply(struct um_event *ev)
+/* Complete the reply Python gave to the outstanding event (or to one it
+ * held: um_finish). With UM_HOLD the thread is left stopped. */
+void finish_reply(struct um_event *ev)
 {
     pid_t tid = ev->tid;
     int abi = ev->abi;
+    int hold = ev->flags & UM_HOLD;
     if (ev->kind == UM_EV_SYSCALL) {
         /* after um_inject the call waits at its entry stop, whatever stop
          * Python was handed */
@@ -120,12 +123,12 @@ static void finish_reply(struct um_event *ev)
                 stats.rewritten++;
             skip_call(tid, abi, ev->args, ev->rval);
             thr(tid)->exit_wanted = 0;
-            ptrace(PTRACE_CONT, tid, 0, 0);
+            resume(tid, PTRACE_CONT, 0);
         } else if ((ev->changed & (UM_CHANGED_ARGS | UM_CHANGED_NR)) &&
                    (stats.rewritten++, rewrite_call(tid, abi, ev->nr, ev->args) != 0)) {
             /* not rewritten: failed with EIO (or gone, or killed) */
             thr(tid)->exit_wanted = 0;
-            ptrace(PTRACE_CONT, tid, 0, 0);
+            resume(tid, PTRACE_CONT, 0);
         } else {
             if (from_entry) {
                 /* taken at its entry stop: the seccomp check still comes; its
@@ -141,7 +144,7 @@ static void finish_reply(struct um_event *ev)
                 ptrace(PTRACE_SYSCALL, tid, 0, 0);
             } else {
                 thr(tid)->exit_wanted = 0;
-                ptrace(PTRACE_CONT, tid, 0, 0);
+                resume(tid, PTRACE_CONT, 0);
             }
         }
     } else if (ev->kind == UM_EV_SYSCALL_EXIT) {
@@ -152,16 +155,26 @@ static void finish_reply(struct um_event *ev)
                          set_args_regs(tid, abi, ev->args));
         if (ev->changed & UM_CHANGED_RVAL)
             write_failed(tid, "the result of a call could not be set at its exit", set_return(tid, abi, ev->rval));
-        resume(tid, PTRACE_CONT, 0);
+        if (!hold)
+            resume(tid, PTRACE_CONT, 0);
     } else if (ev->kind == UM_EV_NOTIF) {
         finish_notif(ev);
     } else if (ev->kind == UM_EV_FORK || ev->kind == UM_EV_EXEC) {
-        if (ev->kind == UM_EV_FORK && (ev->flags & UM_FORK_HELD)) {
+        /* a held child with an inner tracer stays at its first stop for Python */
+        if (ev->kind == UM_EV_FORK && (ev->flags & UM_FORK_HELD) && !thr((pid_t)ev->msg)->inner) {
             resume((pid_t)ev->msg, PTRACE_CONT, 0);
             if (thr((pid_t)ev->msg)->need_filter)
                 ptrace(PTRACE_INTERRUPT, (pid_t)ev->msg, 0, 0);
         }
-        resume(tid, PTRACE_CONT, 0);
+        if (!hold)
+            resume(tid, PTRACE_CONT, 0);
+    } else if (ev->kind == UM_EV_STOP && !hold) {
+        /* resumed as the loop would have: a signal delivered, a group-stop listened */
+        int sig = WSTOPSIG(ev->status), event = (unsigned)ev->status >> 16;
+        if (event == PTRACE_EVENT_STOP && is_stop_signal(sig))
+            ptrace(PTRACE_LISTEN, tid, 0, 0);
+        else
+            resume(tid, PTRACE_CONT, event == 0 && sig != (SIGTRAP | 0x80) ? sig : 0);
     }
     ev->kind = UM_EV_DONE;
 }
@@ -178,6 +191,49 @@ static int process_event(struct um_event *ev, int kind, pid_t tid, long msg, int
     ev->sc = -1;
     stats.python_events++;
     return kind;
+}
+
+/* A stop of a thread Python watches (an inner tracer's tracee, or one it
+ * interrupted): UM_EV_STOP; at a syscall stop the call as it stands. */
+static int stop_event(struct um_event *ev, pid_t tid, int status, long msg, const struct um_sci *si)
+{
+    process_event(ev, UM_EV_STOP, tid, msg, 0, status);
+    if (si) {
+        cur_sci = *si;
+        cur_tid = tid;
+        ev->abi = abi_of(si);
+        if (ev->abi < 0)
+            ev->abi = UM_ABI_X86_64;
+        ev->ip = si->instruction_pointer;
+        ev->sp = si->stack_pointer;
+        if (si->op == SI_EXIT) {
+            ev->rval = si->exit.rval;
+        } else {
+            ev->nr = (long)si->entry.nr;
+            memcpy(ev->args, si->entry.args, sizeof ev->args);
+            ev->sc = lookup_sc(ev->abi, (long)si->entry.nr);
+        }
+    }
+    return UM_EV_STOP;
+}
+
+/* A wait an inner tracer blocks in, made pause (um_set_wait_nr), and ended
+ * by a signal: make it restart as the wait, as the wait itself would have
+ * (pause restarts only when no handler ran). */
+static void restore_wait(pid_t tid)
+{
+    struct user_regs_struct r;
+    long nr = thr(tid)->wait_nr;
+    thr(tid)->wait_nr = 0;
+    if (get_regs(tid, &r))
+        return;
+    long pause_nr = r.cs == 0x23 ? 29 : 34;
+    if ((long long)r.orig_rax != pause_nr || (long)r.rax != -ERESTARTNOHAND_)
+        return;
+    r.orig_rax = (unsigned long long)nr;
+    r.rax = (unsigned long long)-ERESTARTSYS_;
+    write_failed(tid, "a waiting tracer's wait could not be made to restart",
+                 ptrace(PTRACE_SETREGS, tid, 0, &r) ? -errno : 0);
 }
 
 static int fill_syscall(struct um_event *ev, pid_t tid, const struct um_sci *si, int kind)
@@ -210,7 +266,7 @@ void event_paths(struct um_event *ev, const char (*path)[UM_PATH_BUF], const int
 /* Hand Python a claimed call stopped at its seccomp or entry stop (the two
  * layouts of ptrace_syscall_info agree on nr and args), with the paths C
  * resolved for it. */
-static int call_event(struct um_event *ev, pid_t tid, const struct um_sci *si, int abi, int sc, int flags,
+int call_event(struct um_event *ev, pid_t tid, const struct um_sci *si, int abi, int sc, int flags,
                       const char (*path)[UM_PATH_BUF], const int *path_len, const int *path_kind)
 {
     event_paths(ev, path, path_len, path_kind);
@@ -287,9 +343,10 @@ int um_next(struct um_event *ev)
                 unhold(tid);
             if (nheld)
                 release_all_held();
+            int inner = thr(tid)->inner;
             thread_forget(tid);
-            if (event_mask & UM_WANT_EXIT)
-                return process_event(ev, UM_EV_EXIT, tid, 0, 0, status);
+            if ((event_mask & UM_WANT_EXIT) || inner)
+                return process_event(ev, UM_EV_EXIT, tid, 0, inner ? UM_INNER_EVENT : 0, status);
             continue;
         }
         if (!WIFSTOPPED(status))
@@ -337,6 +394,8 @@ int um_next(struct um_event *ev)
                 ptrace(PTRACE_CONT, tid, 0, 0);
                 continue;
             }
+            if (si.op == SI_ENTRY && !thr(tid)->await_entry && thr(tid)->inner_sys)
+                return stop_event(ev, tid, status, UM_STOP_ENTRY, &si); /* the inner tracer's */
             if (si.op == SI_ENTRY) {
                 /* the restart of a call a notification sent to Python (or,
                  * after a signal handler ran, some other call: then the
@@ -372,6 +431,8 @@ int um_next(struct um_event *ev)
             stats.exit_stops++;
             if (!thr(tid)->exit_wanted || si.op != SI_EXIT) {
                 thr(tid)->exit_wanted = 0;
+                if (si.op == SI_EXIT && thr(tid)->inner_sys)
+                    return stop_event(ev, tid, status, UM_STOP_EXIT, &si); /* the inner tracer's */
                 resume(tid, PTRACE_CONT, 0);
                 continue;
             }
@@ -412,12 +473,13 @@ int um_next(struct um_event *ev)
                         held_release = child;
                     }
                 }
-                if (event_mask & UM_WANT_FORK)
+                if ((event_mask & UM_WANT_FORK) || thr(tid)->inner)
                     return process_event(ev, UM_EV_FORK, tid, (long)msg,
                                          (event == PTRACE_EVENT_CLONE ? UM_FORK_THREAD
                                           : event == PTRACE_EVENT_VFORK ? UM_FORK_VFORK : 0) |
-                                             (held_release ? UM_FORK_HELD : 0),
-                                         0);
+                                             (held_release ? UM_FORK_HELD : 0) |
+                                             (thr(tid)->inner ? UM_INNER_EVENT : 0),
+                                         status);
                 if (held_release)
                     resume(held_release, PTRACE_CONT, 0);
                 if (held_release && thr(held_release)->need_filter)
@@ -435,8 +497,14 @@ int um_next(struct um_event *ev)
                 }
                 if (thr(tid)->exit_wanted)
                     thr(tid)->execed = 1;
-                if (event_mask & UM_WANT_EXEC)
-                    return process_event(ev, UM_EV_EXEC, tid, (long)msg, 0, 0);
+                if ((event_mask & UM_WANT_EXEC) || thr(tid)->inner)
+                    return process_event(ev, UM_EV_EXEC, tid, (long)msg, thr(tid)->inner ? UM_INNER_EVENT : 0,
+                                         status);
+            } else if (event == PTRACE_EVENT_EXIT) {
+                if (thr(tid)->inner) {
+                    ptrace(PTRACE_GETEVENTMSG, tid, 0, &msg);
+                    return stop_event(ev, tid, status, (long)msg, NULL);
+                }
             } else if (event == PTRACE_EVENT_STOP && thr(tid)->redirected) {
                 /* our interrupt of a notified call: catch its restart */
                 thr(tid)->redirected = 0;
@@ -454,10 +522,18 @@ int um_next(struct um_event *ev)
                     continue;
                 if (thr(tid)->need_filter)
                     inject_filter(tid);
+                if (thr(tid)->py_int || thr(tid)->inner) {
+                    /* Python's interrupt, or an inner tracer's tracee (its first
+                     * stop, an interrupt, a listened stop that ended): Python's */
+                    thr(tid)->py_int = 0;
+                    return stop_event(ev, tid, status, 0, NULL);
+                }
             }
             resume(tid, PTRACE_CONT, 0);
             continue;
         }
+        if (event == PTRACE_EVENT_STOP && thr(tid)->inner)
+            return stop_event(ev, tid, status, 0, NULL); /* a group-stop, for its inner tracer */
         if (event == PTRACE_EVENT_STOP) {
             if (is_stop_signal(sig)) {
                 stats.group_stops++;
@@ -473,6 +549,10 @@ int um_next(struct um_event *ev)
         stats.signals++;
         if (listener_fd >= 0)
             keep_notified_call(tid);
+        if (thr(tid)->wait_nr)
+            restore_wait(tid);
+        if (thr(tid)->inner)
+            return stop_event(ev, tid, status, 0, NULL); /* its inner tracer decides */
         resume(tid, PTRACE_CONT, sig);
     }
 }

@@ -1,0 +1,98 @@
+/* inner.c - what Python needs to emulate ptrace for inner tracers: threads
+ * whose stops go to Python, held stops resumed later, interrupts, and the
+ * decision of a call an inner tracer let go (docs/internals.md, "Tracers
+ * inside a view"). The policy (who traces whom, status words, requests) is
+ * Python's (umview/innertrace.py). */
+#include "internal.h"
+
+int um_set_inner(int tid, int flags)
+{
+    struct um_thread *t = thr(tid);
+    int was_exitev = t->inner_exitev;
+    t->inner = !!(flags & UM_INNER);
+    t->inner_sys = t->inner && (flags & UM_INNER_SYSCALL);
+    t->inner_exitev = t->inner && (flags & UM_INNER_EXITEV);
+    if (t->inner_exitev != was_exitev &&
+        ptrace(PTRACE_SETOPTIONS, tid, 0, TRACE_OPTIONS | (t->inner_exitev ? PTRACE_O_TRACEEXIT : 0)))
+        return -errno;
+    return 0;
+}
+
+int um_resume(int tid, int req, int sig)
+{
+    if (req != PTRACE_CONT && req != PTRACE_SINGLESTEP && req != PTRACE_LISTEN)
+        return -EINVAL;
+    long r = req == PTRACE_CONT ? (resume(tid, req, sig), 0) : ptrace(req, tid, 0, sig);
+    if (r)
+        return -errno;
+    if (thr(tid)->need_filter)
+        ptrace(PTRACE_INTERRUPT, tid, 0, 0); /* the filter, at its next stop */
+    return 0;
+}
+
+int um_interrupt(int tid)
+{
+    thr(tid)->py_int = 1;
+    if (ptrace(PTRACE_INTERRUPT, tid, 0, 0)) {
+        thr(tid)->py_int = 0;
+        return -errno;
+    }
+    return 0;
+}
+
+int um_set_wait_nr(int tid, long nr)
+{
+    thr(tid)->wait_nr = nr;
+    return 0;
+}
+
+int um_decide_stopped(int tid, struct um_event *ev)
+{
+    static struct um_decide_in dec;
+    struct um_sci si;
+    if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof si, &si) <= 0)
+        return -errno;
+    if (si.op != SI_ENTRY && si.op != SI_SECCOMP) {
+        resume(tid, PTRACE_CONT, 0);
+        return 0;
+    }
+    int abi = abi_of(&si);
+    long nr = abi == UM_ABI_X32 ? (long)(si.entry.nr & ~X32_BIT) : (long)si.entry.nr;
+    int trapped = abi >= 0 && nr >= 0 && nr < MAX_NR && trap[abi][nr];
+    dec.abi = abi;
+    dec.nr = si.entry.nr;
+    memcpy(dec.args, si.entry.args, sizeof dec.args);
+    int d = abi < 0 || !trapped ? UM_DECIDE_NATIVE : decide_call(tid, &dec, NULL);
+    if (d == UM_DECIDE_PYTHON) {
+        return call_event(ev, tid, &si, abi, dec.sc, UM_FROM_ENTRY, dec.path, dec.path_len, dec.path_kind);
+    }
+    if (d == UM_DECIDE_REFUSE) {
+        stats.refused++;
+        cur_sci = si;
+        skip_call(tid, abi < 0 ? UM_ABI_X86_64 : abi, si.entry.args, -ENOSYS);
+    } else if (trapped && si.op == SI_ENTRY) {
+        thr(tid)->pass_notif = 1; /* decided: its seccomp stop or notification passes */
+    }
+    resume(tid, PTRACE_CONT, 0);
+    return 0;
+}
+
+int um_finish(struct um_event *ev)
+{
+    if (ev->kind == UM_EV_DONE)
+        return -EINVAL;
+    if (ev->kind == UM_EV_SYSCALL || ev->kind == UM_EV_SYSCALL_EXIT) {
+        /* the register writes need the stop's syscall info */
+        if (ptrace(PTRACE_GET_SYSCALL_INFO, ev->tid, sizeof cur_sci, &cur_sci) <= 0)
+            return -errno;
+        cur_tid = ev->tid;
+    }
+    finish_reply(ev);
+    return 0;
+}
+
+long um_ptrace(long req, int tid, uint64_t addr, uint64_t data)
+{
+    long r = syscall(SYS_ptrace, req, tid, addr, data);
+    return r < 0 ? -errno : r;
+}

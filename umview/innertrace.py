@@ -1,0 +1,748 @@
+"""ptrace for the processes of a view, emulated by the monitor.
+
+ptrace allows one tracer per thread, and the monitor is it. A process of the
+view that calls ptrace() (strace, gdb, a python-ptrace tool) becomes the
+*inner tracer* of its tracee in the monitor's books (``Tracee``): its tracee's
+stops reach the monitor as usual, are held there (the thread stays stopped)
+and reported to the inner tracer's wait4/waitid with the status words the
+kernel would give; its requests (PEEK/POKE, GETREGS, GETREGSET,
+GET_SYSCALL_INFO, ...) are served on the tracee by the monitor, which is its
+real tracer; its CONT/SYSCALL/LISTEN/DETACH resume the held stop.
+
+The inner tracer is the newest engine of its tracees (the original authors'
+order): at a syscall-entry stop it sees the call as the process made it, and
+only when it resumes the tracee does the monitor decide the call (as it now
+stands) through the C core and the engines; at the exit stop it sees the
+result the engines made, and a call they skipped shows its own number.
+
+A tracer's wait that finds no emulated stop blocks in the kernel: as the real
+wait4/waitid when the tracer has children that may end it, else rewritten to
+pause(); a stop for it then interrupts it (um_interrupt) and the wait is
+answered at that interrupt stop. See docs/internals.md, "Tracers inside a
+view".
+"""
+import errno
+import os
+import signal
+import struct
+
+from umview import core
+from umview.core import ffi, lib
+from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip
+
+# requests (include/uapi/linux/ptrace.h, arch/x86/include/uapi/asm/ptrace-abi.h)
+TRACEME, PEEKTEXT, PEEKDATA, PEEKUSER, POKETEXT, POKEDATA, POKEUSER, CONT, KILL, SINGLESTEP = range(10)
+GETREGS, SETREGS, GETFPREGS, SETFPREGS, ATTACH, DETACH = 12, 13, 14, 15, 16, 17
+SYSCALL, GET_THREAD_AREA, SET_THREAD_AREA, SYSEMU, SYSEMU_SINGLESTEP, SINGLEBLOCK = 24, 25, 26, 31, 32, 33
+SETOPTIONS, GETEVENTMSG, GETSIGINFO, SETSIGINFO, GETREGSET, SETREGSET = range(0x4200, 0x4206)
+SEIZE, INTERRUPT, LISTEN, PEEKSIGINFO, GETSIGMASK, SETSIGMASK = range(0x4206, 0x420C)
+GET_SYSCALL_INFO, GET_RSEQ_CONFIGURATION, SET_SYSCALL_INFO = 0x420E, 0x420F, 0x4212
+
+# options and events
+O_TRACESYSGOOD, O_TRACEFORK, O_TRACEVFORK, O_TRACECLONE = 1, 2, 4, 8
+O_TRACEEXEC, O_TRACEVFORKDONE, O_TRACEEXIT, O_TRACESECCOMP = 0x10, 0x20, 0x40, 0x80
+O_EXITKILL, O_SUSPEND_SECCOMP = 0x100000, 0x200000
+O_MASK = 0xFF | O_EXITKILL | O_SUSPEND_SECCOMP
+EVENT_FORK, EVENT_VFORK, EVENT_CLONE, EVENT_EXEC, EVENT_VFORK_DONE, EVENT_EXIT = 1, 2, 3, 4, 5, 6
+EVENT_SECCOMP, EVENT_STOP = 7, 128
+
+# wait options
+WNOHANG, WSTOPPED, WEXITED, WCONTINUED, WNOWAIT = 1, 2, 4, 8, 0x01000000
+WNOTHREAD, WALL, WCLONE = 0x20000000, 0x40000000, 0x80000000
+P_ALL, P_PID, P_PGID, P_PIDFD = 0, 1, 2, 3
+CLD_EXITED, CLD_KILLED, CLD_DUMPED, CLD_TRAPPED = 1, 2, 3, 4
+
+# the kernel's restart codes, seen in a blocked call's result at an interrupt
+_RESTARTS = (-512, -513, -514, -516, -errno.EINTR)
+_USER_REGS = 27 * 8      # struct user_regs_struct
+_ORIG_RAX = 15 * 8       # its orig_rax
+_RAX = 10 * 8
+_NR = {"x86_64": {"wait4": 61, "waitid": 247, "pause": 34}}
+_ARG_OFFS = (14 * 8, 13 * 8, 12 * 8, 7 * 8, 9 * 8, 8 * 8)  # rdi rsi rdx r10 r8 r9
+
+
+def _stop(sig, event=0):
+    """The wait status of a ptrace stop."""
+    return 0x7F | (sig << 8) | (event << 16)
+
+
+def _u64(value):
+    return value & 0xFFFFFFFFFFFFFFFF
+
+
+def _s64(value):
+    value = _u64(value)
+    return value - (1 << 64) if value >> 63 else value
+
+
+def _tgid(tid):
+    try:
+        return int(core.proc_status(tid, "Tgid")["Tgid"][0])
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def _stat_fields(tid):
+    """(ppid, pgid) of a thread's process, or None."""
+    try:
+        with open(f"/proc/{tid}/stat", "rb") as f:
+            rest = f.read().rsplit(b")", 1)[1].split()
+        return int(rest[1]), int(rest[2])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class Tracee:
+    """A thread of the view and its inner tracer, as the kernel would keep them."""
+
+    __slots__ = ("tid", "tracer", "tgid", "seized", "options", "state", "kind", "status", "eventmsg",
+                 "sys", "step", "shown_nr", "real_child", "clone", "expect_initial", "interrupt", "pgid")
+
+    def __init__(self, tid, tracer, tgid, seized, options=0):
+        self.tid = tid
+        self.tracer = tracer  # the tracer's tid (None: TRACEME, any thread of tgid until it asks)
+        self.tgid = tgid      # the tracer's process
+        self.seized = seized
+        self.options = options
+        self.state = "running"  # running | stopped (held, the tracer knows) | listening
+        self.kind = None        # the stop it is held at: entry exit signal group event initial interrupt
+        self.status = None      # the stop's wait status, until a wait takes it
+        self.eventmsg = 0
+        self.sys = False        # resumed with PTRACE_SYSCALL
+        self.step = False
+        self.shown_nr = None    # the number the tracer sees at the exit of a call the view changed
+        self.real_child = False  # its process is a child of the tracer's (the real wait reports its exit)
+        self.clone = False      # a thread: waited for only with __WALL or __WCLONE
+        self.expect_initial = False
+        self.interrupt = False
+        self.pgid = None
+
+
+class _Exited:
+    """An exit to report to an inner tracer (a tracee not its child)."""
+
+    __slots__ = ("tid", "status", "clone", "pgid")
+
+    def __init__(self, tid, status, clone, pgid):
+        self.tid, self.status, self.clone, self.pgid = tid, status, clone, pgid
+
+
+class InnerTracing(Engine):
+    """The emulated ptrace and the waits of inner tracers (the monitor's own
+    engine, like the control channel: newest of all)."""
+
+    name = "ptrace"
+    description = "ptrace for the processes of the view (inner tracers)"
+    syscalls = frozenset({"ptrace"})
+    newest = 2
+    abis = frozenset({"x86_64"})  # i386 tracers: ENOSYS (docs/internals.md)
+    _WAITS = frozenset({"wait4", "waitid", "waitpid"})
+
+    def __init__(self, monitor):
+        self.monitor = monitor
+        self.tracees = {}   # tid -> Tracee
+        self.exited = {}    # tracer tgid -> [_Exited]
+        self.waiters = {}   # tracer tid -> its wait's number (rewritten to pause or not)
+        self.active = False
+
+    # --- the claims ---
+    def wants(self, call):
+        if call.name == "ptrace":
+            return True
+        if call.name in self._WAITS:
+            return self._is_tracer(_tgid(call.tid))
+        return False
+
+    def _is_tracer(self, tgid):
+        return tgid is not None and (tgid in self.exited or any(t.tgid == tgid for t in self.tracees.values()))
+
+    def _activate(self):
+        """The first inner tracer: its waits must now stop too."""
+        if self.active:
+            return
+        self.active = True
+        self.syscalls = frozenset({"ptrace"}) | self._WAITS
+        self.monitor.refresh_claims()
+
+    def enter(self, call):
+        if call.name == "ptrace":
+            return self._ptrace(call)
+        return self._wait(call)
+
+    # --- requests ---
+    def _ptrace(self, call):
+        req = call.args[0] & 0xFFFFFFFF
+        pid = core.signed32(call.args[1])
+        addr, data = _u64(call.args[2]), _u64(call.args[3])
+        if req == TRACEME:
+            return self._traceme(call)
+        if req in (ATTACH, SEIZE):
+            return self._attach(call, req, pid, addr, data)
+        t = self.tracees.get(pid)
+        if t is None or not self._is_its_tracer(t, call.tid):
+            return Skip(-errno.ESRCH)
+        if req == KILL:
+            _tgkill(pid, signal.SIGKILL)
+            return Skip(0)
+        if req == INTERRUPT:
+            if not t.seized:
+                return Skip(-errno.EIO)
+            if t.state != "stopped":
+                t.interrupt = True
+                lib.um_interrupt(pid)
+            return Skip(0)
+        if req == LISTEN:
+            if not t.seized:
+                return Skip(-errno.EIO)
+            if t.state != "stopped":
+                return Skip(-errno.ESRCH)
+            if t.kind != "group":
+                return Skip(-errno.EIO)
+            t.state = "listening"
+            t.status = None
+            core.check(lib.um_resume(pid, lib_PTRACE_LISTEN, 0))
+            return Skip(0)
+        if t.state != "stopped":
+            return Skip(-errno.ESRCH)
+        try:
+            return Skip(self._request(call, t, req, pid, addr, data))
+        except OSError as exc:
+            return Skip(-(exc.errno or errno.EIO))
+
+    def _is_its_tracer(self, t, tid):
+        if t.tracer is None and _tgid(tid) == t.tgid:
+            t.tracer = tid  # TRACEME: the parent's thread that asks first
+        return t.tracer == tid
+
+    def _traceme(self, call):
+        if call.tid in self.tracees:
+            return Skip(-errno.EPERM)
+        fields = _stat_fields(call.tid)
+        if fields is None or fields[0] <= 1:
+            return Skip(-errno.EPERM)
+        ppid = fields[0]
+        if not _in_view(ppid):
+            return Skip(-errno.EPERM)
+        t = Tracee(call.tid, None, ppid, seized=False)
+        t.real_child = _tgid(call.tid) == call.tid
+        self._add(t)
+        return Skip(0)
+
+    def _attach(self, call, req, pid, addr, data):
+        if req == SEIZE:
+            if addr != 0:
+                return Skip(-errno.EIO)
+            if data & ~O_MASK & 0xFFFFFFFF:
+                return Skip(-errno.EINVAL)
+            if data & O_SUSPEND_SECCOMP:
+                return Skip(-errno.EPERM)  # it would suspend the view's own filter
+        if pid <= 0 or not os.path.exists(f"/proc/{pid}"):
+            return Skip(-errno.ESRCH)
+        tgid = _tgid(call.tid)
+        if _tgid(pid) == tgid:
+            return Skip(-errno.EPERM)
+        if pid in self.tracees or not _in_view(pid) or not _may_attach(call.tid, pid):
+            return Skip(-errno.EPERM)
+        t = Tracee(pid, call.tid, tgid, seized=req == SEIZE, options=data if req == SEIZE else 0)
+        fields = _stat_fields(pid)
+        t.real_child = fields is not None and fields[0] == tgid and _tgid(pid) == pid
+        t.clone = _tgid(pid) != pid
+        self._add(t)
+        if req == ATTACH:
+            _tgkill(pid, signal.SIGSTOP)
+        return Skip(0)
+
+    def _add(self, t):
+        self._activate()
+        self.tracees[t.tid] = t
+        self._sync(t)
+
+    def _sync(self, t):
+        """Tell the C core what t's tracer wants of its stops."""
+        flags = lib.UM_INNER
+        if t.sys:
+            flags |= lib.UM_INNER_SYSCALL
+        if t.options & O_TRACEEXIT:
+            flags |= lib.UM_INNER_EXITEV
+        lib.um_set_inner(t.tid, flags)
+
+    def _request(self, call, t, req, pid, addr, data):
+        tracer = call.tid
+        if req in (PEEKTEXT, PEEKDATA, PEEKUSER):
+            word = ffi.new("uint64_t *")
+            if req == PEEKUSER and addr == _ORIG_RAX and t.shown_nr is not None:
+                word[0] = _u64(t.shown_nr)
+            else:
+                core.check(lib.um_ptrace(req, pid, addr, int(ffi.cast("uintptr_t", word))))
+            core.write_mem(tracer, data, struct.pack("<Q", word[0]))
+            return 0
+        if req in (POKETEXT, POKEDATA, POKEUSER):
+            return core.check(lib.um_ptrace(req, pid, addr, data))
+        if req in (CONT, SYSCALL, SINGLESTEP, DETACH):
+            if data > 64:
+                return -errno.EIO
+            return self._resume(t, req, data)
+        if req in (SYSEMU, SYSEMU_SINGLESTEP, SINGLEBLOCK):
+            return -errno.EIO  # not emulated (docs/internals.md)
+        if req == GETREGS:
+            buf = self._get(pid, GETREGS, 0, _USER_REGS)
+            if t.shown_nr is not None:
+                buf[_ORIG_RAX:_ORIG_RAX + 8] = struct.pack("<q", t.shown_nr)
+            core.write_mem(tracer, data, bytes(buf))
+            return 0
+        if req == SETREGS:
+            buf = bytearray(core.read_mem(tracer, data, _USER_REGS))
+            if t.shown_nr is not None and struct.unpack_from("<q", buf, _ORIG_RAX)[0] == t.shown_nr:
+                real = self._get(pid, GETREGS, 0, _USER_REGS)
+                buf[_ORIG_RAX:_ORIG_RAX + 8] = real[_ORIG_RAX:_ORIG_RAX + 8]
+            return self._put(pid, SETREGS, 0, buf)
+        if req == GETFPREGS:
+            core.write_mem(tracer, data, bytes(self._get(pid, GETFPREGS, 0, 512)))
+            return 0
+        if req == SETFPREGS:
+            return self._put(pid, SETFPREGS, 0, core.read_mem(tracer, data, 512))
+        if req in (GETREGSET, SETREGSET):
+            base, length = struct.unpack("<QQ", core.read_mem(tracer, data, 16))
+            length = min(length, 1 << 20)
+            buf = ffi.new("char[]", max(length, 1))
+            if req == SETREGSET:
+                ffi.memmove(buf, core.read_mem(tracer, base, length), length)
+            iov = ffi.new("uint64_t[2]", [int(ffi.cast("uintptr_t", buf)), length])
+            core.check(lib.um_ptrace(req, pid, addr, int(ffi.cast("uintptr_t", iov))))
+            if req == GETREGSET:
+                if t.shown_nr is not None and addr == 1 and iov[1] >= _ORIG_RAX + 8:  # NT_PRSTATUS
+                    ffi.memmove(buf + _ORIG_RAX, struct.pack("<q", t.shown_nr), 8)
+                core.write_mem(tracer, base, ffi.buffer(buf, iov[1])[:])
+            core.write_mem(tracer, data + 8, struct.pack("<Q", iov[1]))
+            return 0
+        if req == GETSIGINFO:
+            core.write_mem(tracer, data, bytes(self._get(pid, GETSIGINFO, 0, 128)))
+            return 0
+        if req == SETSIGINFO:
+            return self._put(pid, SETSIGINFO, 0, core.read_mem(tracer, data, 128))
+        if req == PEEKSIGINFO:
+            off, flags, nr = struct.unpack("<QIi", core.read_mem(tracer, addr, 16))
+            nr = max(0, min(nr, 4096))
+            args = ffi.new("char[]", struct.pack("<QIi", off, flags, nr))
+            buf = ffi.new("char[]", max(nr, 1) * 128)
+            n = core.check(lib.um_ptrace(req, pid, int(ffi.cast("uintptr_t", args)),
+                                         int(ffi.cast("uintptr_t", buf))))
+            if n:
+                core.write_mem(tracer, data, ffi.buffer(buf, n * 128)[:])
+            return n
+        if req in (GETSIGMASK, SETSIGMASK):
+            if addr != 8:
+                return -errno.EINVAL
+            if req == GETSIGMASK:
+                core.write_mem(tracer, data, bytes(self._get(pid, req, 8, 8)))
+                return 0
+            return self._put(pid, req, 8, core.read_mem(tracer, data, 8))
+        if req == GETEVENTMSG:
+            core.write_mem(tracer, data, struct.pack("<Q", _u64(t.eventmsg)))
+            return 0
+        if req == SETOPTIONS:
+            if data & ~O_MASK & 0xFFFFFFFFFFFFFFFF:
+                return -errno.EINVAL
+            if data & O_SUSPEND_SECCOMP:
+                return -errno.EPERM
+            t.options = data
+            self._sync(t)
+            return 0
+        if req in (GET_SYSCALL_INFO, GET_RSEQ_CONFIGURATION):
+            size = 88 if req == GET_SYSCALL_INFO else 32
+            buf = ffi.new("char[]", size)
+            n = core.check(lib.um_ptrace(req, pid, size, int(ffi.cast("uintptr_t", buf))))
+            core.write_mem(tracer, data, ffi.buffer(buf, min(n, addr, size))[:])
+            return n
+        if req == SET_SYSCALL_INFO:
+            size = min(addr, 88)
+            return self._put(pid, req, size, core.read_mem(tracer, data, size))
+        if req in (GET_THREAD_AREA, SET_THREAD_AREA):
+            if req == GET_THREAD_AREA:
+                core.write_mem(tracer, data, bytes(self._get(pid, req, addr, 16)))
+                return 0
+            return self._put(pid, req, addr, core.read_mem(tracer, data, 16))
+        return -errno.EIO  # an unknown request, as the kernel says
+
+    @staticmethod
+    def _get(pid, req, addr, size):
+        buf = ffi.new("char[]", size)
+        core.check(lib.um_ptrace(req, pid, addr, int(ffi.cast("uintptr_t", buf))))
+        return bytearray(ffi.buffer(buf, size)[:])
+
+    @staticmethod
+    def _put(pid, req, addr, data):
+        buf = ffi.new("char[]", bytes(data))
+        return core.check(lib.um_ptrace(req, pid, addr, int(ffi.cast("uintptr_t", buf))))
+
+    # --- resuming a held stop ---
+    def _resume(self, t, req, sig):
+        kind = t.kind
+        if req == DETACH:
+            del self.tracees[t.tid]
+            lib.um_set_inner(t.tid, 0)
+        else:
+            t.sys = req == SYSCALL
+            t.step = req == SINGLESTEP
+            self._sync(t)
+        t.state = "running"
+        t.status = None
+        t.kind = None
+        if kind != "exit":
+            t.shown_nr = None
+        tid = t.tid
+        if kind == "group" and req == DETACH:
+            lib.um_resume(tid, lib_PTRACE_LISTEN, 0)  # it stays in its group-stop
+            return 0
+        deliver = sig if kind == "signal" else 0
+        if sig and kind != "signal":
+            _tgkill(tid, sig)  # injected at a stop that is not a signal's: sent
+        if kind == "entry":
+            # the call goes on: now the view decides it, as it now stands
+            self.monitor.defer(lambda: self._decide(tid))
+            return 0
+        core.check(lib.um_resume(tid, lib_PTRACE_SINGLESTEP if t.step else lib_PTRACE_CONT, deliver))
+        return 0
+
+    def _decide(self, tid):
+        ev = ffi.new("struct um_event *")
+        if lib.um_decide_stopped(tid, ev) != lib.UM_EV_SYSCALL:
+            return
+        call = self.monitor.dispatch_entry(ev)
+        t = self.tracees.get(tid)
+        if t is not None and (ev.reply == lib.UM_REPLY_SKIP or ev.changed & lib.UM_CHANGED_NR):
+            t.shown_nr = call.orig_nr
+        lib.um_finish(ev)
+
+    # --- stops of tracees (from the monitor's loop) ---
+    def stop_event(self, ev):
+        """A UM_EV_STOP. True: hold the thread (reported to its tracer)."""
+        tid, status = ev.tid, ev.status
+        t = self.tracees.get(tid)
+        if t is None:
+            if tid in self.waiters:
+                self._answer_waiter(tid)
+            return False
+        sig, event = (status >> 8) & 0xFF, (status >> 16) & 0xFFFF
+        if ev.msg in (lib.UM_STOP_ENTRY, lib.UM_STOP_EXIT) and sig == signal.SIGTRAP | 0x80:
+            kind = "entry" if ev.msg == lib.UM_STOP_ENTRY else "exit"
+            if kind == "entry":
+                t.shown_nr = None
+            word = _stop(signal.SIGTRAP | (0x80 if t.options & O_TRACESYSGOOD else 0))
+            return self._report(t, word, kind)
+        if event == EVENT_STOP:
+            if sig != signal.SIGTRAP:  # a group-stop
+                return self._report(t, _stop(sig, EVENT_STOP) if t.seized else _stop(sig), "group")
+            if t.expect_initial:
+                return self._initial(t)
+            if t.interrupt or t.state == "listening":
+                t.interrupt = False
+                return self._report(t, _stop(signal.SIGTRAP, EVENT_STOP), "interrupt")
+            return False  # the monitor's own interrupt
+        if event in (EVENT_EXIT, EVENT_VFORK_DONE):
+            t.eventmsg = ev.msg
+            return self._report(t, _stop(signal.SIGTRAP, event), "event")
+        if event == 0 and sig:
+            return self._report(t, _stop(sig), "signal")
+        return False
+
+    def syscall_exit(self, tid):
+        """The exit of a call the engines handled: True if its tracer wants the stop."""
+        t = self.tracees.get(tid)
+        if t is None or not t.sys:
+            return False
+        return self._report(t, _stop(signal.SIGTRAP | (0x80 if t.options & O_TRACESYSGOOD else 0)), "exit")
+
+    def fork_event(self, ev):
+        """A fork/vfork/clone event of a tracee: True to hold the parent."""
+        t = self.tracees.get(ev.tid)
+        if t is None:
+            return False
+        flags = ev.flags
+        event, option = ((EVENT_CLONE, O_TRACECLONE) if flags & lib.UM_FORK_THREAD
+                         else (EVENT_VFORK, O_TRACEVFORK) if flags & lib.UM_FORK_VFORK
+                         else (EVENT_FORK, O_TRACEFORK))
+        if not t.options & option or ev.msg <= 0:
+            return False
+        child = Tracee(ev.msg, t.tracer, t.tgid, t.seized, t.options)
+        child.clone = _tgid(ev.msg) != ev.msg if event == EVENT_CLONE else False
+        child.expect_initial = True
+        self.tracees[child.tid] = child
+        self._sync(child)
+        if flags & lib.UM_FORK_HELD:
+            self._initial(child)  # held at its first stop by the C core
+        t.eventmsg = ev.msg
+        return self._report(t, _stop(signal.SIGTRAP, event), "event")
+
+    def exec_event(self, ev):
+        t = self.tracees.get(ev.msg)
+        if t is None:
+            return False
+        if ev.msg != ev.tid:  # a thread execed: it now has the leader's tid
+            old = self.tracees.pop(ev.tid, None)
+            if old is not None:
+                self._gone(old, 0)
+            del self.tracees[ev.msg]
+            t.tid = ev.tid
+            self.tracees[ev.tid] = t
+            self._sync(t)
+        if t.options & O_TRACEEXEC:
+            t.eventmsg = ev.msg
+            return self._report(t, _stop(signal.SIGTRAP, EVENT_EXEC), "event")
+        if not t.seized:
+            _tgkill(t.tid, signal.SIGTRAP)  # the legacy SIGTRAP after a successful execve
+        return False
+
+    def exit_event(self, tid, status):
+        """A thread of the view is gone: a tracee's exit goes to its tracer;
+        a tracer's tracees are detached (or killed: PTRACE_O_EXITKILL)."""
+        self.waiters.pop(tid, None)
+        t = self.tracees.pop(tid, None)
+        if t is not None:
+            self._gone(t, status)
+        for other in [o for o in self.tracees.values() if o.tracer == tid or (o.tracer is None and o.tgid == tid)]:
+            del self.tracees[other.tid]
+            lib.um_set_inner(other.tid, 0)
+            if other.options & O_EXITKILL:
+                _tgkill(other.tid, signal.SIGKILL)
+            elif other.state == "stopped":
+                if other.kind == "entry":
+                    self.monitor.defer(lambda tid=other.tid: self._decide(tid))
+                else:
+                    lib.um_resume(other.tid, lib_PTRACE_LISTEN if other.kind == "group" else lib_PTRACE_CONT,
+                                  0)
+        if tid in self.exited and not any(o.tgid == tid for o in self.tracees.values()):
+            self.exited.pop(tid, None)
+
+    def _gone(self, t, status):
+        if t.real_child and not t.clone:
+            return  # its tracer reaps it with its own wait, as its parent
+        self.exited.setdefault(t.tgid, []).append(_Exited(t.tid, status, t.clone, t.pgid))
+        self._wake(t.tgid)
+
+    def _initial(self, t):
+        """The first stop of an auto-attached child."""
+        t.expect_initial = False
+        if t.seized:
+            return self._report(t, _stop(signal.SIGTRAP, EVENT_STOP), "interrupt")
+        # a child attached the old way starts with a SIGSTOP
+        _tgkill(t.tid, signal.SIGSTOP)
+        lib.um_resume(t.tid, lib_PTRACE_CONT, 0)
+        return False
+
+    def _report(self, t, word, kind):
+        t.state = "stopped"
+        t.kind = kind
+        t.status = word
+        self._wake(t.tgid)
+        return True
+
+    def _wake(self, tgid):
+        """A stop or exit for tracer process tgid: end a wait it blocks in, and
+        send it SIGCHLD as the kernel does, where it can see it."""
+        for waiter in [w for w in self.waiters if _tgid(w) == tgid or w == tgid]:
+            lib.um_interrupt(waiter)
+        if _notices(tgid, signal.SIGCHLD):
+            os.kill(tgid, signal.SIGCHLD)
+
+    # --- waits of inner tracers ---
+    def _wait(self, call):
+        tgid = _tgid(call.tid)
+        name = call.name
+        args = [_u64(a) for a in call.args]
+        served = self._serve_wait(call.tid, tgid, name, args)
+        if served is not None:
+            return Skip(served)
+        options = args[2] if name != "waitid" else args[3]
+        if not self._candidates(tgid, name, args):
+            return CONTINUE  # none of its tracees is concerned: the kernel's own
+        if options & WNOHANG:
+            call.state(self).nohang = (name, args)
+            return CONTINUE_AFTER
+        if not _has_children(tgid):
+            # nothing real can end it: block in pause() until a stop comes
+            lib.um_set_wait_nr(call.tid, call.nr)
+            call.set_syscall("pause", [])
+        self.waiters[call.tid] = call.nr
+        return CONTINUE
+
+    def exit(self, call):
+        # a WNOHANG wait the kernel found nothing for: its tracees are there
+        name, args = call.state(self).nohang
+        if call.retval == -errno.ECHILD:
+            call.retval = 0
+            if name == "waitid" and args[2]:
+                core.write_mem(call.tid, args[2], bytes(128))
+
+    def _match(self, tgid, name, args, tid, clone, pgid):
+        if name == "waitid":
+            idtype, ident, options = args[0] & 0xFFFFFFFF, core.signed32(args[1]), args[3]
+            if idtype == P_PID and tid != ident:
+                return False
+            if idtype == P_PGID and pgid != (ident or _pgid(tgid)):
+                return False
+            if idtype == P_PIDFD:
+                return False
+        else:
+            pid, options = core.signed32(args[0]), args[2]
+            if pid > 0 and tid != pid:
+                return False
+            if pid == 0 and pgid != _pgid(tgid):
+                return False
+            if pid < -1 and pgid != -pid:
+                return False
+        if not options & WALL and clone != bool(options & WCLONE):
+            return False
+        return True
+
+    def _candidates(self, tgid, name, args):
+        return any(self._match(tgid, name, args, t.tid, t.clone, _pgid(t.tid))
+                   for t in self.tracees.values() if t.tgid == tgid) or any(
+            self._match(tgid, name, args, e.tid, e.clone, e.pgid) for e in self.exited.get(tgid, ()))
+
+    def _serve_wait(self, tid, tgid, name, args):
+        """Answer a wait from an emulated stop or exit: its result, or None."""
+        options = args[3] if name == "waitid" else args[2]
+        nowait = name == "waitid" and options & WNOWAIT
+        for t in self.tracees.values():
+            if t.tgid == tgid and t.status is not None and self._match(tgid, name, args, t.tid, t.clone,
+                                                                        _pgid(t.tid)):
+                word = t.status
+                if not nowait:
+                    t.status = None
+                return self._write_wait(tid, name, args, t.tid, word)
+        if name == "waitid" and not options & WEXITED:
+            return None
+        for e in self.exited.get(tgid, ()):
+            if self._match(tgid, name, args, e.tid, e.clone, e.pgid):
+                if not nowait:
+                    self.exited[tgid].remove(e)
+                return self._write_wait(tid, name, args, e.tid, e.status)
+        return None
+
+    @staticmethod
+    def _write_wait(tid, name, args, who, word):
+        if name == "waitid":
+            if args[2]:
+                if os.WIFEXITED(word):
+                    code, st = CLD_EXITED, os.WEXITSTATUS(word)
+                elif os.WIFSIGNALED(word):
+                    code, st = (CLD_DUMPED if word & 0x80 else CLD_KILLED), os.WTERMSIG(word)
+                else:
+                    code, st = CLD_TRAPPED, word >> 8
+                uid = _uid(who)
+                info = struct.pack("<iiiiiI", signal.SIGCHLD, 0, code, 0, who, uid) + struct.pack("<i", st)
+                core.write_mem(tid, args[2], info.ljust(128, b"\0"))
+            if args[4]:
+                core.write_mem(tid, args[4], bytes(144))
+            return 0
+        if args[1]:
+            core.write_mem(tid, args[1], struct.pack("<i", word))
+        if args[3]:
+            core.write_mem(tid, args[3], bytes(144))  # struct rusage: not kept for emulated stops
+        return who
+
+    def _answer_waiter(self, tid):
+        """The interrupt stop of a tracer blocked in a wait: answer it there if
+        a stop or exit is now there for it; else it waits on."""
+        nr = self.waiters.pop(tid)
+        regs = bytearray(self._get(tid, GETREGS, 0, _USER_REGS))
+        orig, rax = struct.unpack_from("<q", regs, _ORIG_RAX)[0], struct.unpack_from("<q", regs, _RAX)[0]
+        nrs = _NR["x86_64"]
+        if orig not in (nrs["wait4"], nrs["waitid"], nrs["pause"]) or rax not in _RESTARTS:
+            lib.um_set_wait_nr(tid, 0)
+            return  # it left its wait meanwhile
+        name = "waitid" if nr == nrs["waitid"] else "wait4"
+        args = [struct.unpack_from("<Q", regs, off)[0] for off in _ARG_OFFS]
+        try:
+            result = self._serve_wait(tid, _tgid(tid), name, args)
+        except OSError as exc:
+            result = -(exc.errno or errno.EFAULT)
+        if result is None:
+            self.waiters[tid] = nr  # not for this wait: it goes on waiting
+            return
+        lib.um_set_wait_nr(tid, 0)
+        struct.pack_into("<q", regs, _RAX, result)
+        self._put(tid, SETREGS, 0, regs)
+
+
+lib_PTRACE_CONT, lib_PTRACE_SINGLESTEP, lib_PTRACE_LISTEN = CONT, SINGLESTEP, LISTEN
+
+
+def _tgkill(tid, sig):
+    """Send sig to one thread (as the kernel's ptrace does), if it still exists."""
+    global _LIBC
+    tgid = _tgid(tid)
+    if tgid is None:
+        return
+    if _LIBC is None:
+        import ctypes  # lazy: only once a view has an inner tracer
+
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+    _LIBC.syscall(234, tgid, tid, sig)  # SYS_tgkill on x86_64
+
+
+_LIBC = None
+
+
+def _in_view(pid):
+    """Is pid traced by this monitor (a process of the view)?"""
+    try:
+        return int(core.proc_status(pid, "TracerPid")["TracerPid"][0]) == os.getpid()
+    except (OSError, KeyError, ValueError):
+        return False
+
+
+def _may_attach(tracer, pid):
+    """The kernel's ptrace access check (PTRACE_MODE_ATTACH_REALCREDS) for
+    uids, gids and CAP_SYS_PTRACE."""
+    try:
+        me = core.proc_status(tracer, "Uid", "Gid", "CapEff")
+        it = core.proc_status(pid, "Uid", "Gid")
+    except OSError:
+        return False
+    if int(me["CapEff"][0], 16) >> 19 & 1:  # CAP_SYS_PTRACE
+        return True
+    uid, gid = me["Uid"][0], me["Gid"][0]
+    if not (all(u == uid for u in it["Uid"][:3]) and all(g == gid for g in it["Gid"][:3])):
+        return False
+    try:
+        return os.stat(f"/proc/{pid}").st_uid == int(uid)  # not dumpable: owned by root
+    except OSError:
+        return False
+
+
+def _pgid(tid):
+    fields = _stat_fields(tid)
+    return fields[1] if fields else None
+
+
+def _uid(tid):
+    try:
+        return int(core.proc_status(tid, "Uid")["Uid"][0])
+    except (OSError, KeyError, ValueError):
+        return 0
+
+
+def _has_children(tgid):
+    """Has process tgid a child (of any of its threads)?"""
+    try:
+        for task in os.listdir(f"/proc/{tgid}/task"):
+            with open(f"/proc/{tgid}/task/{task}/children", "rb") as f:
+                if f.read().strip():
+                    return True
+    except OSError:
+        return True  # cannot tell: the real wait decides
+    return False
+
+
+def _notices(tgid, sig):
+    """Would process tgid see sig: caught, or blocked (a signalfd reads it)?
+    A signal whose default action is to be ignored, unblocked, is dropped by
+    the kernel unseen: not sent (it would cost the monitor a stop)."""
+    try:
+        st = core.proc_status(tgid, "SigBlk", "SigIgn", "SigCgt")
+        blk, ign, cgt = (int(st[k][0], 16) >> (sig - 1) & 1 for k in ("SigBlk", "SigIgn", "SigCgt"))
+    except (OSError, KeyError, ValueError):
+        return False
+    return not ign and bool(cgt or blk)
