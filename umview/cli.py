@@ -21,6 +21,10 @@ examples:
 
 Inside a view: um_add_service, um_del_service, um_ls_service, um_attach,
 um_fsalias, viewname, vuname (docs/services.md).
+umview run inside a view makes a view nested in it (same monitor): its
+modules see the command's calls first, then the outer view's; it ends with
+the command. --services, --stats, --stats-file, --spin and -v belong to the
+outermost umview (docs/user-guide.md, "A view inside a view").
 At start, /etc/umviewrc then ~/.umviewrc (or -f FILE) run inside the view
 before the command (docs/services.md).
 
@@ -124,7 +128,7 @@ def why_not_traced(err):
     """Why umview could not trace its command, when the kernel refused with
     EPERM because umview itself is traced: ptrace allows one tracer a
     process, and a tracer that follows forks (strace -f, gdb) has taken the
-    command first; or this umview runs inside a view. "" otherwise."""
+    command first. "" otherwise."""
     if err != errno.EPERM:
         return ""
     try:
@@ -134,11 +138,7 @@ def why_not_traced(err):
         return ""
     if not tracer:
         return ""
-    from umview import control  # lazy: only on this error
-
-    if control.in_view():
-        return ("\n  umview is running inside a view (its monitor traces it): a view inside a view "
-                "is not supported yet; run the command in this view, or start umview outside it")
+    # (inside a view, umview asks for a nested view instead: nested_main)
     try:
         with open(f"/proc/{tracer}/comm") as f:
             who = f"{f.read().strip()}, pid {tracer}"
