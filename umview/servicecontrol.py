@@ -184,7 +184,7 @@ class ServiceControl(Engine):
         if pid == os.getpid() or pid in _ancestors(os.getpid()):
             raise ServiceError(errno.EPERM, f"process {pid} runs umview itself (the monitor or a parent)")
         if target["tracer"] == os.getpid():
-            raise ServiceError(errno.EBUSY, f"process {pid} is already in this view")
+            raise ServiceError(errno.EBUSY, f"process {pid} is already in a view of this monitor")
         if target["tracer"]:
             raise ServiceError(errno.EPERM, f"process {pid} is traced by process {target['tracer']}")
         if not me["cap_ptrace"] and not (
