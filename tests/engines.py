@@ -148,3 +148,39 @@ class SkipMkdirWithFailingWrites(Engine):
 
         lib.um_test_fail_writes(int(os.environ["UMVIEW_TEST_FAIL_WRITES"]))
         return Skip.errno(errno.EPERM)
+
+
+class _NestLogger(Engine):
+    """Logs to $NEST_LOG the open/openat paths it sees under $NEST_DIR at
+    entry, and the result at exit (the nested views' order oracle)."""
+
+    path_syscalls = frozenset({"open", "openat"})
+
+    def __init__(self):
+        self.prefixes = (os.environ["NEST_DIR"],)
+        self.log = open(os.environ["NEST_LOG"], "a", buffering=1)
+
+    def enter(self, call):
+        self.log.write(f"{self.name} enter {os.fsdecode(call.paths()[0])}\n")
+        return CONTINUE_AFTER
+
+    def exit(self, call):
+        self.log.write(f"{self.name} exit {'ok' if call.retval >= 0 else 'error'}\n")
+
+
+class NestInner(_NestLogger):
+    """Logs as above, and rewrites an open of $NEST_DIR/from to $NEST_DIR/to."""
+
+    name = "nest-inner"
+
+    def enter(self, call):
+        action = super().enter(call)
+        if call.paths()[0] == os.fsencode(os.environ["NEST_DIR"]) + b"/from":
+            call.set_arg("path", os.fsencode(os.environ["NEST_DIR"]) + b"/to")
+        return action
+
+
+class NestOuter(_NestLogger):
+    """Logs as above."""
+
+    name = "nest-outer"

@@ -66,14 +66,16 @@ def load_modules(specs, present=(), cwd=None):
     return modules, engines
 
 
-def load_service(spec, present, cwd=None):
+def load_service(spec, present, cwd=None, own=None):
     """um_add_service: the module of a -p spec (or a (name, options) pair)
-    and its engines, plus the cwd
-    tracker if its engines need one and the view (present) has none."""
+    and its engines, plus the cwd tracker if its engines need one and the
+    view has none of its own (own: its engines, default present; a nested
+    view's tracker replaces its outer views' one, which knows only their
+    mounts)."""
     from umview.cwd import CwdTracker
 
     modules, engines = load_modules([spec], present, cwd)
-    if any(isinstance(e, CwdTracker) for e in present):
+    if any(isinstance(e, CwdTracker) for e in (present if own is None else own)):
         engines = [e for e in engines if not isinstance(e, CwdTracker)]
     return modules[0], engines
 
@@ -106,10 +108,10 @@ class Reserve(Engine):
         return False
 
 
-def attach(modules, monitor):
-    """Give the modules the running view, for mounts made from inside it."""
+def attach(modules, view):
+    """Give the modules their view (umview.views.View), for mounts made from inside it."""
     for m in modules:
-        m.view = monitor
+        m.view = view
         m.start()
 
 

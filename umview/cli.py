@@ -21,6 +21,10 @@ examples:
 
 Inside a view: um_add_service, um_del_service, um_ls_service, um_attach,
 um_fsalias, viewname, vuname (docs/services.md).
+umview run inside a view makes a view nested in it (same monitor): its
+modules see the command's calls first, then the outer view's; it ends with
+the command. --services, --stats, --stats-file, --spin and -v belong to the
+outermost umview (docs/user-guide.md, "A view inside a view").
 At start, /etc/umviewrc then ~/.umviewrc (or -f FILE) run inside the view
 before the command (docs/services.md).
 
@@ -124,7 +128,7 @@ def why_not_traced(err):
     """Why umview could not trace its command, when the kernel refused with
     EPERM because umview itself is traced: ptrace allows one tracer a
     process, and a tracer that follows forks (strace -f, gdb) has taken the
-    command first; or this umview runs inside a view. "" otherwise."""
+    command first. "" otherwise."""
     if err != errno.EPERM:
         return ""
     try:
@@ -134,11 +138,7 @@ def why_not_traced(err):
         return ""
     if not tracer:
         return ""
-    from umview import control  # lazy: only on this error
-
-    if control.in_view():
-        return ("\n  umview is running inside a view (its monitor traces it): a view inside a view "
-                "is not supported yet; run the command in this view, or start umview outside it")
+    # (inside a view, umview asks for a nested view instead: nested_main)
     try:
         with open(f"/proc/{tracer}/comm") as f:
             who = f"{f.read().strip()}, pid {tracer}"
@@ -147,6 +147,86 @@ def why_not_traced(err):
     return (f"\n  umview is itself traced ({who}), and a tracer that follows children (strace -f, "
             "gdb) took the command first: ptrace allows one tracer a process. Trace umview "
             "without following children (strace without -f), or trace the command alone")
+
+
+def _traced():
+    """Is this process traced (by a monitor, or another tracer)? Cheap: a
+    view is asked only then."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(line for line in f if line.startswith("TracerPid:")).split()[1] != "0"
+    except (OSError, StopIteration, IndexError):
+        return False
+
+
+def _in_view():
+    from umview import control  # lazy: ctypes, only for a traced umview
+
+    return control.in_view()
+
+
+#: options that concern the monitor process, which the outermost umview runs
+MONITOR_ONLY = (("services", "--services"), ("stats", "--stats"), ("stats_file", "--stats-file"),
+                ("spin", "--spin"), ("verbose", "--verbose"))
+
+
+def nested_main(args, command):
+    """umview inside a view: ask the monitor for a view nested in this one,
+    whose processes are this one and its future children, with the modules
+    and engines of the options; then exec the command (docs/user-guide.md,
+    "A view inside a view")."""
+    from umview import control  # lazy, as in main
+
+    for attr, opt in MONITOR_ONLY:
+        if getattr(args, attr):
+            print(f"umview: {opt} concerns the monitor, which the outermost umview runs: "
+                  "not for a view inside a view (give it to the outer umview)", file=sys.stderr)
+            return 2
+    request = {"modules": list(args.module), "viewname": args.viewname, "engines": [], "trace": []}
+    keep = []  # files opened here for the monitor to take (closed at exec: O_CLOEXEC)
+    try:
+        for name, options in trace_service(args):
+            options = dict(options)
+            path = options.pop("file")
+            if path == "-":
+                options["fd"] = 2
+            else:
+                try:
+                    f = open(path, "w")  # as this process: in its view, with its rights
+                except OSError as exc:
+                    print(f"umview: module trace: {path}: {exc.strerror}", file=sys.stderr)
+                    return 2
+                keep.append(f)
+                options["fd"] = f.fileno()
+            request["trace"].append([name, options])
+    except ValueError as exc:
+        print(f"umview: {exc}", file=sys.stderr)
+        return 2
+    for spec in args.engine:
+        where, colon, cls = spec.rpartition(":")
+        if colon and (where.endswith(".py") or os.sep in where):
+            spec = os.path.abspath(where) + ":" + cls  # the monitor has another cwd
+        request["engines"].append(spec)
+    try:
+        control.nest(request)
+    except control.NotInView:  # the view went away meanwhile: nothing to nest in
+        print(f"umview: {control.NOT_IN_VIEW}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"umview: {exc.strerror}", file=sys.stderr)
+        return 2
+    for f in keep:
+        f.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execvp(command[0], command)
+    except FileNotFoundError:
+        print(f"umview: {command[0]}: command not found", file=sys.stderr)
+        return 127
+    except OSError as exc:
+        print(f"umview: cannot run {command[0]}: {exc.strerror}", file=sys.stderr)
+        return 126
 
 
 def trace_service(args):
@@ -213,6 +293,8 @@ def main(argv=None):
     except OSError as exc:
         print(f"umview: rc file {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 2
+    if _traced() and _in_view():
+        return nested_main(args, command)
     # The C core loads with these (umview.core): imported here, not at the
     # top, so that a missing or stale build is a message and --help needs none.
     try:
@@ -225,7 +307,7 @@ def main(argv=None):
         from umview.control import parse_spec
         from umview.servicecontrol import ServiceControl
 
-        control = ServiceControl(loader=load_service, view_name=args.viewname)
+        control = ServiceControl(loader=load_service, view_name=args.viewname, engine_loader=load_engine)
         modules, engines = [], [Reserve()] if args.services else []
         for spec in trace_service(args) + args.module:
             module, new = load_service(spec, engines)
@@ -243,7 +325,7 @@ def main(argv=None):
 
     monitor = Monitor(engines, spin=args.spin, control=control)
     try:
-        attach(modules, monitor)
+        attach(modules, monitor.view)
         status = monitor.run(command)
     except OSError as exc:
         if exc.errno == errno.ENOENT:

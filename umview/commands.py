@@ -127,16 +127,21 @@ def um_del_service_main(argv=None):
 
 def um_ls_service_main(argv=None):
     p = _control_parser("um_ls_service", "List the services of the running view, oldest first: "
-                        "name and description (and 'permanent').")
+                        "name and description (and 'permanent'); in a nested view, those of the "
+                        "outer views first (flagged 'outer').")
     p.add_argument("-e", "--engines", action="store_true",
                    help="list the engines instead, in the order a call enters them (newest first): "
-                        "epoch, rank (0 plain, 1 and 2 stay newest), engine, its service")
+                        "epoch, rank (0 plain, 1 and 2 stay newest), engine, its service; in a "
+                        "nested view, the view each belongs to")
     args = p.parse_args(argv)
 
     def show():
         if args.engines:
-            for epoch, rank, name, service in control.list_engines():
-                print(f"{epoch:5} {rank} {name}" + (f"  [{service}]" if service else ""))
+            engines = control.list_engines()
+            nested = len({view for *_, view in engines}) > 1
+            for epoch, rank, name, service, view in engines:
+                print(f"{epoch:5} {rank} {name}" + (f"  [{service}]" if service else "")
+                      + (f"  (view {view})" if nested else ""))
             return
         for name, desc, flags in control.list_services():
             print(f"{name}: {desc}" + (f" [{flags}]" if flags else ""))

@@ -26,6 +26,9 @@ VIEW_INFO = 6      # (buf, len) -> bytes of "server id\nview id\nview name\n"
 FSALIAS = 7        # (alias, fstype or NULL to delete, errbuf, errlen)
 LIST_ENGINES = 8   # (buf, len) -> bytes of "epoch\trank\tengine\tservice\n" lines, newest first
 ATTACH = 9         # (pid, 0, errbuf, errlen): trace pid and its future children in this view
+NEST = 10          # (request, len, errbuf, errlen): a view nested in this one for the caller (umview inside a view)
+
+MAX_REQUEST = 1 << 20  # bytes of a NEST request
 
 PERMANENT = 1
 
@@ -123,12 +126,26 @@ def list_services():
 
 
 def list_engines():
-    """[(epoch, rank, engine name, service name)] in the order a call enters them."""
+    """[(epoch, rank, engine name, service name, view id)] in the order a call enters them."""
     out = []
     for line in _read(LIST_ENGINES).decode(errors="replace").splitlines():
-        epoch, rank, name, service = line.split("\t")
-        out.append((int(epoch), int(rank), name, service))
+        epoch, rank, name, service, view = line.split("\t")
+        out.append((int(epoch), int(rank), name, service, int(view)))
     return out
+
+
+def nest(request):
+    """Make this process (and its future children) the first of a view
+    nested in the current one, with the modules and engines of request (a
+    dict: see umview.servicecontrol.ServiceControl.nest)."""
+    import ctypes
+    import json
+
+    data = json.dumps(request).encode()
+    if len(data) > MAX_REQUEST:
+        raise OSError(7, "nested view request too long")  # E2BIG
+    buf = ctypes.create_string_buffer(data, len(data))
+    _with_error(NEST, buf, len(data))
 
 
 def attach(pid):

@@ -62,6 +62,7 @@ class CwdTracker(Engine):
     newest = True
     mounts_later = True
     walks_symlinks = True
+    per_view = "cwd"  # a nested view's tracker follows every mount of its stack
 
     def __init__(self):
         self.path_syscalls = PATH_SYSCALLS
@@ -111,6 +112,21 @@ class CwdTracker(Engine):
             self.faithful[child_tid] = self.faithful[parent]
         inherited = {(child_tid, fd): v for (g, fd), v in self.fd_paths.items() if g == parent}
         self.fd_paths.update(inherited)
+
+    def adopt(self, older, tids):
+        """Threads joining a nested view whose tracker this is: take over what
+        older (the outer views' tracker) knew of their process."""
+        for g in {older._tgid(t) for t in tids}:
+            members = older.threads.pop(g, None)
+            if members is not None:
+                self.threads[g] = members
+            for t in [t for t, tg in older.tgid.items() if tg == g]:
+                self.tgid[t] = older.tgid.pop(t)
+            for state in ("vcwd", "faithful"):
+                if g in getattr(older, state):
+                    getattr(self, state)[g] = getattr(older, state).pop(g)
+            for key in [k for k in older.fd_paths if k[0] == g]:
+                self.fd_paths[key] = older.fd_paths.pop(key)
 
     def on_exec(self, tid, former_tid):
         g = self._tgid(tid)

@@ -115,8 +115,14 @@ class Engine:
     #: walks symlinks in the view: the C core then also hands it path calls
     #: that have a symlink on their way (they may lead under a prefix)
     walks_symlinks = False
-    #: when it was registered (Dispatcher.add): one counter for the view
+    #: when it was registered (Dispatcher.add): one counter for the monitor
     epoch = 0
+    #: one per engine stack (a key, e.g. "cwd"): the engine a nested view has
+    #: of its own replaces its outer views' one of the same key for the
+    #: nested view's processes (umview.views); it may define
+    #: ``adopt(older, tids)`` to take over what the one it replaces knew of
+    #: the threads that join the nested view
+    per_view = None
     #: the ABIs whose calls this engine can serve. A call of another ABI that
     #: it claims is refused with ENOSYS, never let through: an engine that
     #: reads arguments by name (``call.flags``) serves them all; one that

@@ -38,6 +38,7 @@ MSG_CMSG_CLOEXEC = 0x40000000
 MSG_CTRUNC = 0x8
 SOL_SOCKET = 1
 SCM_RIGHTS = 1
+PIDFD_GETFD = 438  # on x86_64, i386 and aarch64 alike (the unified numbers of new calls)
 
 _listener = None
 _name = None
@@ -61,6 +62,25 @@ def close():
     if _listener is not None:
         _listener.close()
         _listener = _name = None
+
+
+def take_fd(pid, fd):
+    """A copy of process pid's fd (the same open file: offset, flags), for
+    the monitor: pidfd_getfd(2), Linux 5.6 (the monitor, the tracer, has
+    the ptrace rights it needs)."""
+    import ctypes  # lazy: only nested views take fds
+
+    pidfd = os.pidfd_open(pid)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        r = libc.syscall(ctypes.c_long(PIDFD_GETFD), ctypes.c_long(pidfd), ctypes.c_long(fd), ctypes.c_long(0))
+        if r < 0:
+            e = ctypes.get_errno()
+            raise OSError(e, f"pidfd_getfd of fd {fd} of process {pid}: {os.strerror(e)}")
+        return r
+    finally:
+        os.close(pidfd)
 
 
 def tgid_of(tid):

@@ -12,9 +12,10 @@ import sys
 
 from umview import control, core
 from umview.core import ffi, lib
-from umview.engine import CONTINUE, CONTINUE_AFTER, Call, Engine, Skip
+from umview.engine import CONTINUE, CONTINUE_AFTER, Call, Engine, Skip, under_any
 from umview.innertrace import InnerTracing
 from umview.servicecontrol import ServiceControl
+from umview.views import View
 
 ABI_IDS = {"x86_64": lib.UM_ABI_X86_64, "i386": lib.UM_ABI_I386, "x32": lib.UM_ABI_X32}
 # ptrace's numbers, trapped even in a view with no syscall table (emulated: umview.innertrace)
@@ -47,37 +48,143 @@ class _Pending:
 
 
 class Dispatcher:
-    """The engine pipeline. Engines are kept in registration order (their
-    epoch); entry walks them newest first, exit oldest first."""
+    """The engine pipeline. Engines are kept per view (umview.views) in
+    registration order (their epoch); a call walks the stack of its thread's
+    view, newest first at entry, oldest first at exit."""
 
     def __init__(self, table):
         self.table = table
-        self.engines = []
+        self.root = View(0)
+        #: the open views, the root first; a view comes after its parent
+        self.views = [self.root]
+        #: the view of each thread of a nested view (the others are the root's)
+        self.member = {}
         self._epochs = itertools.count(1)  # one counter for every registration
+        self._view_ids = itertools.count(1)
+        #: called with a nested view whose last process is gone (the Monitor closes it)
+        self.on_empty = None
 
-    def add(self, engine):
-        """Register an engine: it gets the next epoch and becomes the newest,
-        below those marked newest."""
+    @property
+    def engines(self):
+        """The engines of every view (the union the C core's tables mirror);
+        with one view, in the order of its stack."""
+        if len(self.views) == 1:
+            return self.root.own
+        return [e for v in self.views for e in v.own]
+
+    def add(self, engine, view=None):
+        """Register an engine in view (the root if None): it gets the next
+        epoch and becomes the newest of that view, below those marked newest."""
         if not isinstance(engine, Engine):
             raise TypeError(f"{engine!r} is not an umview Engine")
+        view = view or self.root
         engine.epoch = next(self._epochs)
-        at = len(self.engines)
+        own = view.own
+        at = len(own)
         # newest is a rank: True (1) stays above plain engines, 2 above those
-        while at > 0 and int(self.engines[at - 1].newest) > int(engine.newest):
+        while at > 0 and int(own[at - 1].newest) > int(engine.newest):
             at -= 1
-        self.engines.insert(at, engine)
+        own.insert(at, engine)
+        view.changed()
         self._refresh_mount_prefixes()
 
     def remove(self, engine):
-        self.engines.remove(engine)
+        for view in self.views:
+            if engine in view.own:
+                view.own.remove(engine)
+                view.changed()
+                break
+        else:
+            raise ValueError(f"engine {engine.name} is not registered")
         self._refresh_mount_prefixes()
 
     def _refresh_mount_prefixes(self):
-        # engines that follow the mounts (the cwd tracker) learn them, oldest first
-        mounts = tuple(e for e in self.engines if getattr(e, "target", None))
-        for e in self.engines:
-            if hasattr(e, "set_mounts"):
-                e.set_mounts(mounts)
+        # engines that follow the mounts (the cwd tracker) learn those of
+        # their view's stack, oldest first
+        for view in self.views:
+            mounts = None
+            for e in view.own:
+                if hasattr(e, "set_mounts"):
+                    if mounts is None:
+                        mounts = tuple(m for m in view.engines if getattr(m, "target", None))
+                    e.set_mounts(mounts)
+
+    # --- views ---
+    def view_of(self, tid):
+        return self.member.get(tid, self.root)
+
+    def new_view(self, parent):
+        """A nested view in parent, with no engine and no process yet."""
+        view = View(next(self._view_ids), parent, parent.monitor)
+        parent.children.append(view)
+        self.views.append(view)
+        return view
+
+    def join(self, view, tids):
+        """Move threads into view (a nested view's requester, an attached process)."""
+        left = set()
+        for t in tids:
+            old = self.member.pop(t, None)
+            if old is not None:
+                old.tids.discard(t)
+                left.add(old)
+            if view is not self.root:
+                self.member[t] = view
+                view.tids.add(t)
+        for old in left:
+            self._close_if_empty(old)
+
+    def drop_view(self, view):
+        """Forget a nested view (its engines, its threads)."""
+        for t in view.tids:
+            self.member.pop(t, None)
+        view.tids.clear()
+        view.own.clear()
+        self.views.remove(view)
+        view.parent.children.remove(view)
+        view.changed()
+        self._refresh_mount_prefixes()
+
+    def _close_if_empty(self, view):
+        while view.parent is not None and not view.tids and not view.children and view in self.views:
+            parent = view.parent
+            if self.on_empty is not None:
+                self.on_empty(view)
+            else:
+                self.drop_view(view)
+            view = parent
+
+    # --- process events (the Monitor's hooks: each goes to the engines of
+    # the thread's view; a child joins its parent's view) ---
+    def on_fork(self, parent_tid, child_tid, thread):
+        view = self.member.get(parent_tid)
+        if view is not None:
+            self.member[child_tid] = view
+            view.tids.add(child_tid)
+        for e in (view or self.root).hooks("on_fork"):
+            _run_hook(e.on_fork, parent_tid, child_tid, thread)
+
+    def on_exec(self, tid, former_tid):
+        if former_tid != tid:
+            # a non-leader thread execed: it now has the leader's tid
+            view = self.member.pop(former_tid, None)
+            if view is not None:
+                view.tids.discard(former_tid)
+        for e in self.view_of(tid).hooks("on_exec"):
+            _run_hook(e.on_exec, tid, former_tid)
+
+    def on_exit(self, tid):
+        for e in self.view_of(tid).hooks("on_exit"):
+            _run_hook(e.on_exit, tid)
+
+    def on_exit_status(self, tid, status):
+        view = self.view_of(tid)
+        for e in view.hooks("on_exit_status"):
+            _run_hook(e.on_exit_status, tid, status)
+        if view is not self.root:
+            del self.member[tid]
+            view.tids.discard(tid)
+            self._close_if_empty(view)
 
     # --- claims -> C tables ---
     def claims(self):
@@ -85,10 +192,57 @@ class Dispatcher:
         engines. A path one engine claims plain and another layered or real
         is plain; one claimed layered and real is layered: the kind that sends
         more calls to Python wins."""
-        modes = {}
+        modes = self.modes(self.engines)
         prefixes = {}
         rank = {lib.UM_PREFIX_PLAIN: 3, lib.UM_PREFIX_LAYERED: 2, lib.UM_PREFIX_ALIAS: 1, lib.UM_PREFIX_REAL: 0}
+        hidden = self._hidden_prefixes()
         for e in self.engines:
+            for kind, paths in ((lib.UM_PREFIX_PLAIN, e.prefixes), (lib.UM_PREFIX_LAYERED, e.layered_prefixes),
+                                (lib.UM_PREFIX_REAL, e.real_prefixes), (lib.UM_PREFIX_ALIAS, e.alias_prefixes)):
+                for p in paths:
+                    p = p.encode() if isinstance(p, str) else p
+                    if (id(e), p) in hidden:
+                        continue
+                    if p not in prefixes or rank[kind] > rank[prefixes[p]]:
+                        prefixes[p] = kind
+        # a variant an engine claims under the neutral name but did not name
+        # itself: trapped and refused, never let through undecoded. With
+        # nested views, refused in Python for the views that claim it
+        # (View.refused), so that another view's processes keep it
+        refuse = lib.UM_CLAIM_REFUSE if len(self.views) == 1 else lib.UM_CLAIM_ALL
+        for name in list(modes):
+            for other in self.table.variants.get(name, ()):
+                if other not in modes:
+                    modes[other] = refuse
+        return modes, prefixes
+
+    def _hidden_prefixes(self):
+        """(engine id, prefix) of real and alias prefixes left out of the
+        union: those lying under a layered prefix of an engine that some view
+        walks without walking theirs. The C core lets a call under a real
+        prefix run unseen; for that view the call is the layered mount's.
+        (Its own view then sends such calls to Python, where its engine
+        passes them on as real: slower, still right.)"""
+        if len(self.views) == 1:
+            return set()
+        seen_by = {}
+        for v in self.views:
+            for e in v.engines:
+                seen_by.setdefault(id(e), set()).add(v.id)
+        layered = [(under, seen_by.get(id(e), set())) for e in self.engines for under in e.layered_prefixes]
+        hidden = set()
+        for e in self.engines:
+            for p in (*e.real_prefixes, *e.alias_prefixes):
+                pb = p.encode() if isinstance(p, str) else p
+                views = seen_by.get(id(e), set())
+                if any(not lv <= views and under_any(pb, (lp,)) for lp, lv in layered):
+                    hidden.add((id(e), pb))
+        return hidden
+
+    def modes(self, engines):
+        """name -> claim bits, for the calls the engines claim."""
+        modes = {}
+        for e in engines:
             for name in e.syscalls:
                 self._check_name(e, name)
                 modes[name] = modes.get(name, 0) | lib.UM_CLAIM_ALL
@@ -110,19 +264,17 @@ class Dispatcher:
                 for name in e.fd_syscalls:
                     self._check_name(e, name)
                     modes[name] = modes.get(name, 0) | lib.UM_CLAIM_FD
-            for kind, paths in ((lib.UM_PREFIX_PLAIN, e.prefixes), (lib.UM_PREFIX_LAYERED, e.layered_prefixes),
-                                (lib.UM_PREFIX_REAL, e.real_prefixes), (lib.UM_PREFIX_ALIAS, e.alias_prefixes)):
-                for p in paths:
-                    p = p.encode() if isinstance(p, str) else p
-                    if p not in prefixes or rank[kind] > rank[prefixes[p]]:
-                        prefixes[p] = kind
-        # a variant an engine claims under the neutral name but did not name
-        # itself: trapped and refused, never let through undecoded
-        for name in list(modes):
-            for other in self.table.variants.get(name, ()):
-                if other not in modes:
-                    modes[other] = lib.UM_CLAIM_REFUSE
-        return modes, prefixes
+        return modes
+
+    def refused(self, view):
+        """The variants a view's engines claim under the neutral name and
+        did not name: refused with ENOSYS for its processes (with nested
+        views the C core sends them to Python instead of refusing them)."""
+        if view.refused is None:
+            modes = self.modes(view.engines)
+            view.refused = frozenset(other for name in modes for other in self.table.variants.get(name, ())
+                                     if other not in modes)
+        return view.refused
 
     def families(self):
         """The socket families some engine claims, as the C core's bitmap
@@ -189,7 +341,11 @@ class Dispatcher:
         see return ends the walk with UM_REPLY_REDIRECT: the C core takes it
         again at a ptrace stop, and the walk is made anew there."""
         exits = []
-        for engine in reversed(self.engines):
+        view = self.member.get(call.tid, self.root)
+        if len(self.views) > 1 and self.table is not None and call.name in self.refused(view):
+            call.retval = -errno.ENOSYS
+            return lib.UM_REPLY_SKIP, call.retval, []
+        for engine in view.entry_order():
             if not engine.wants(call):
                 continue
             if call.abi not in engine.abis or (call.abi == "x32" and call.abi not in core.kernel_abis()):
@@ -330,8 +486,12 @@ class Monitor:
         # start-up): the control call alone is mapped (run)
         self.table = _syscall_table() if engines else None
         self.dispatcher = Dispatcher(self.table)
+        self.dispatcher.root.monitor = self
+        self.dispatcher.on_empty = self.close_view
         self.control = control if control is not None else ServiceControl()
         self.control.monitor = self
+        self.control.view = self.dispatcher.root
+        self.dispatcher.root.control = self.control
         self.dispatcher.add(self.control)
         self.inner = InnerTracing(self)  # ptrace for the view's processes
         self.dispatcher.add(self.inner)
@@ -348,16 +508,26 @@ class Monitor:
         """Has the first process started (the filter is fixed)?"""
         return self._trapped is not None
 
-    def add_engine(self, engine):
+    @property
+    def view(self):
+        """The root view (umview.views): the first process's and its children's."""
+        return self.dispatcher.root
+
+    def add_engine(self, engine, view=None):
         """Register an engine while the view runs (a mount): new epoch, tables
         reloaded. Calls the running filter does not trap are added by a
-        filter stacked on every process of the view (um_filter_inject)."""
-        self.dispatcher.add(engine)
-        self.refresh_claims(engine.name)
+        filter stacked on every process of the monitor (um_filter_inject)."""
+        self.add_engines([engine], view)
+
+    def add_engines(self, engines, view=None):
+        """Register engines in view (the root if None) in one reload of the tables."""
+        for e in engines:
+            self.dispatcher.add(e, view)
+        self.refresh_claims(", ".join(e.name for e in engines))
 
     def refresh_claims(self, why="ptrace"):
         """The engines' claims changed while the view runs: tables reloaded,
-        and a filter stacked on every process of the view for calls the
+        and a filter stacked on every process of the monitor for calls the
         running filter does not trap (um_filter_inject)."""
         if self._trapped is None:  # not running: run() loads the tables
             return
@@ -369,14 +539,41 @@ class Monitor:
             n = lib.um_filter_inject()
             core.check(n)
             self._trapped |= missing
-            _log().info("engine %s: a filter for %d more calls stacked on %d threads",
+            _log().info("engines %s: a filter for %d more calls stacked on %d threads",
                         why, len(missing), n)
 
-    def attach(self, pid):
+    def open_view(self, parent):
+        """A view nested in parent, with no engine and no process yet
+        (umview.views; ServiceControl.nest fills it)."""
+        return self.dispatcher.new_view(parent)
+
+    def close_view(self, view):
+        """A nested view whose last process is gone (or that could not be
+        made): its engines leave, its modules close."""
+        self.dispatcher.drop_view(view)
+        if self._trapped is not None:
+            self._load()
+            self._update_hooks()
+        if view.control is not None:
+            view.control.close()
+
+    def attach(self, pid, view=None):
         """Trace a process started outside the view (um_attach): it gets the
-        view's filter at its first stop."""
+        view's filter at its first stop, and joins view (the root if None)."""
         self._load()
-        core.check(lib.um_attach(pid))
+        root = self.dispatcher.root
+        tids = []
+        if view is not None and view is not root:
+            try:
+                tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+            except OSError:
+                tids = [pid]
+            self.dispatcher.join(view, tids)  # before its first call can reach Python
+            self._update_hooks()
+        r = lib.um_attach(pid)
+        if r < 0 and tids:
+            self.dispatcher.join(root, tids)
+        core.check(r)
 
     def remove_engine(self, engine):
         self.dispatcher.remove(engine)
@@ -393,15 +590,24 @@ class Monitor:
         return self.dispatcher.load_into_core()
 
     def _update_hooks(self):
-        engines = self.dispatcher.engines
-        self._on_fork = [e for e in engines if type(e).on_fork is not Engine.on_fork]
-        self._on_exec = [e for e in engines if type(e).on_exec is not Engine.on_exec]
-        self._on_exit = [e for e in engines if type(e).on_exit is not Engine.on_exit]
-        self._on_exit_status = [e for e in engines if type(e).on_exit_status is not Engine.on_exit_status]
+        d = self.dispatcher
+        engines = d.engines
+        nested = len(d.views) > 1
+
+        def route(name):
+            # the Dispatcher hands each event to the engines of the thread's
+            # view; with nested views it needs every one (membership)
+            base = getattr(Engine, name)
+            return [d] if nested or any(getattr(type(e), name) is not base for e in engines) else []
+
+        self._on_fork = route("on_fork")
+        self._on_exec = route("on_exec")
+        self._on_exit = route("on_exit")
+        self._on_exit_status = route("on_exit_status")
         # the control engine alone needs no process events; the ptrace
         # emulation needs its tracers' exits once it has tracees (its
         # tracees' events come whatever the mask)
-        wanted = lib.UM_WANT_EXEC | lib.UM_WANT_EXIT if any(
+        wanted = lib.UM_WANT_EXEC | lib.UM_WANT_EXIT if nested or any(
             e is not self.control and e is not self.inner for e in engines) else 0
         if self.inner.active:
             wanted |= lib.UM_WANT_EXIT

@@ -33,7 +33,7 @@ class Module:
 
     def __init__(self, options):
         self.options = dict(options)
-        self.view = None  # the Monitor, once the view runs (add_engine/remove_engine)
+        self.view = None  # its View (umview.views), once the view runs (add_engine/remove_engine)
         #: the engines registered before this module was loaded (set by the loader)
         self.older = ()
         #: the directory relative paths in options are relative to: umview's,
@@ -56,7 +56,7 @@ class Module:
         mount of the view is older than a mount being made. So a viewfs SOURCE
         may lie under /unreal or under another mount. own: the engines the
         module made before the view runs (its mounts at start)."""
-        engines = self.view.dispatcher.engines if self.view is not None else (*self.older, *own)
+        engines = self.view.engines if self.view is not None else (*self.older, *own)
         return realize([e for e in engines if isinstance(e, RedirectMount)], path)
 
     def start(self):

@@ -42,6 +42,46 @@ def _ancestors(pid):
     return out
 
 
+def _threads(pid):
+    """The threads of a process (its tid alone if /proc does not list them)."""
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return [pid]
+
+
+def _caller_fd(caller, spec):
+    """A (name, options) spec from a NEST request: an option fd=N names the
+    caller's fd N (its stderr, or the file it opened for --trace FILE):
+    the monitor takes a copy and the spec names that one."""
+    name, options = spec
+    options = dict(options)
+    if "fd" in options:
+        from umview import fdpass  # lazy: socket, struct
+
+        try:
+            options["fd"] = str(fdpass.take_fd(caller, int(options["fd"])))
+        except (OSError, ValueError) as exc:
+            raise ServiceError(errno.EINVAL, f"cannot log to fd {options['fd']} of process {caller}: {exc}") from None
+    return (str(name), options)
+
+
+def _request(call):
+    """The NEST request of a control call: JSON of (args[1], args[2])."""
+    import json  # lazy: only nested views need it
+
+    size = int(call.args[2])
+    if not call.args[1] or not 0 < size <= control.MAX_REQUEST:
+        raise ServiceError(errno.EINVAL, "bad nested view request")
+    try:
+        request = json.loads(call.read_mem(call.args[1], size))
+    except (OSError, ValueError) as exc:
+        raise ServiceError(errno.EINVAL, f"bad nested view request: {exc}") from None
+    if not isinstance(request, dict):
+        raise ServiceError(errno.EINVAL, "bad nested view request")
+    return request
+
+
 class Service:
     """A loaded module and the engines it registered at load."""
 
@@ -61,39 +101,51 @@ class ServiceControl(Engine):
     description = "the control channel: services, view name, filesystem aliases"
     syscalls = frozenset({CONTROL})
     newest = 2  # newer than the other engines marked newest (rank, see Dispatcher.add)
+    per_view = "control"  # a nested view has its own: the channel acts on the caller's view
 
-    def __init__(self, loader=None, view_name=""):
-        """loader(spec, engines, cwd) -> (module, new engines): loads a module
-        by -p spec; engines are those already in the view (see assembly), cwd
-        the adding process's directory."""
+    def __init__(self, loader=None, view_name="", engine_loader=None):
+        """loader(spec, engines, cwd, own) -> (module, new engines): loads a
+        module by -p spec; engines are those of the view's stack, own those
+        of the view itself (see assembly), cwd the adding process's
+        directory. engine_loader(spec) -> engine: umview --engine, for a
+        nested view."""
         self.loader = loader
+        self.engine_loader = engine_loader
         self.view_name = view_name
-        self.view_id = 0  # one view per monitor
         self.monitor = None
+        self.view = None  # its View (umview.views), set by the monitor
         self.services = []
         self.aliases = {}  # alias -> the Service whose fstypes it was added to
+
+    @property
+    def view_id(self):
+        return self.view.id if self.view is not None else 0
 
     # --- the operations, for the monitor and the tests ---
     def register(self, name, module, engines, permanent=False):
         """A module loaded at start (-p): listed, and removable like the others."""
         self.services.append(Service(name, module, engines, permanent))
 
-    def add_service(self, spec, permanent=False, cwd=None):
+    def _load(self, spec, present, own, cwd):
+        """A module of the view: (name, module, engines), started."""
         if self.loader is None:
             raise ServiceError(errno.ENOSYS, "this view cannot load modules")
         try:
-            name, _ = control.parse_spec(spec)
-            module, engines = self.loader(spec, tuple(self.monitor.dispatcher.engines), cwd)
+            name = spec[0] if isinstance(spec, tuple) else control.parse_spec(spec)[0]
+            module, engines = self.loader(spec, tuple(present), cwd, own=tuple(own))
         except (ValueError, ImportError) as exc:
             raise ServiceError(errno.EINVAL, str(exc)) from None
-        module.view = self.monitor
+        module.view = self.view
         try:
             module.start()  # before its engines see a call: a module that cannot start is refused
         except (ValueError, OSError) as exc:
             module.close()
             raise ServiceError(errno.EINVAL, str(exc)) from None
-        for e in engines:
-            self.monitor.add_engine(e)
+        return name, module, engines
+
+    def add_service(self, spec, permanent=False, cwd=None):
+        name, module, engines = self._load(spec, self.view.engines, self.view.own, cwd)
+        self.monitor.add_engines(engines, self.view)
         self.services.append(Service(name, module, engines, permanent))
         _log().info("service %s added%s", name, " (permanent)" if permanent else "")
 
@@ -102,13 +154,17 @@ class ServiceControl(Engine):
             if s.name == name:
                 break
         else:
+            for v in self.view.outer():
+                if any(s.name == name for s in v.control.services):
+                    raise ServiceError(errno.EPERM, f"{name} is a service of an outer view (view {v.id}): "
+                                       "a nested view cannot remove it (umview nesting)")
             raise ServiceError(errno.ENOENT, f"no service {name!r} is loaded")
         if s.permanent:
             raise ServiceError(errno.EBUSY, f"{name} is permanent (loaded with -p)")
         if s.module.busy():
             raise ServiceError(errno.EBUSY, f"{name} has mounts in use: unmount them first")
         for e in s.engines:
-            if e in self.monitor.dispatcher.engines:
+            if e in self.view.own:
                 self.monitor.remove_engine(e)
         for alias in [a for a, owner in self.aliases.items() if owner is s]:
             del self.aliases[alias]
@@ -128,14 +184,14 @@ class ServiceControl(Engine):
         if pid == os.getpid() or pid in _ancestors(os.getpid()):
             raise ServiceError(errno.EPERM, f"process {pid} runs umview itself (the monitor or a parent)")
         if target["tracer"] == os.getpid():
-            raise ServiceError(errno.EBUSY, f"process {pid} is already in this view")
+            raise ServiceError(errno.EBUSY, f"process {pid} is already in a view of this monitor")
         if target["tracer"]:
             raise ServiceError(errno.EPERM, f"process {pid} is traced by process {target['tracer']}")
         if not me["cap_ptrace"] and not (
                 {me["uid"][0]} == set(target["uid"][:3]) and {me["gid"][0]} == set(target["gid"][:3])):
             raise ServiceError(errno.EPERM, f"not allowed to trace process {pid} (another user's)")
         try:
-            self.monitor.attach(pid)
+            self.monitor.attach(pid, self.view)
         except OSError as exc:
             raise ServiceError(exc.errno, f"cannot attach process {pid}: {os.strerror(exc.errno)}") from None
         _log().info("process %d attached", pid)
@@ -156,15 +212,91 @@ class ServiceControl(Engine):
                 return
         raise ServiceError(errno.ENODEV, f"no loaded service serves filesystem type {fstype!r}")
 
+    def _stack_controls(self):
+        """The control engines of this view and its outer views, outermost first."""
+        return [v.control for v in reversed(self.view.outer())] + [self]
+
     def listing(self):
-        return "".join(f"{s.name}\t{s.module.description}\t{'permanent' if s.permanent else ''}\n"
-                       for s in self.services)
+        """The services a call of this view may walk, oldest first: those of
+        the outer views (flagged "outer"), then its own."""
+        lines = []
+        for c in self._stack_controls():
+            for s in c.services:
+                flags = ",".join(f for f, on in (("permanent", s.permanent), ("outer", c is not self)) if on)
+                lines.append(f"{s.name}\t{s.module.description}\t{flags}\n")
+        return "".join(lines)
 
     def engine_listing(self):
-        """The engines in the order a call enters them (newest first)."""
-        owner = {id(e): s.name for s in self.services for e in s.engines}
-        return "".join(f"{e.epoch}\t{int(e.newest)}\t{e.name}\t{owner.get(id(e), '')}\n"
-                       for e in reversed(self.monitor.dispatcher.engines))
+        """The engines in the order a call enters them (newest first), and
+        the view each belongs to."""
+        owner, where = {}, {}
+        for c in self._stack_controls():
+            owner.update({id(e): s.name for s in c.services for e in s.engines})
+            where.update({id(e): c.view.id for e in c.view.own})
+        return "".join(f"{e.epoch}\t{int(e.newest)}\t{e.name}\t{owner.get(id(e), '')}\t{where.get(id(e), 0)}\n"
+                       for e in self.view.entry_order())
+
+    # --- nested views ---
+    def nest(self, caller, request, cwd=None):
+        """umview run inside this view (NEST): a view nested in this one, whose
+        engines are the modules and engines the request names and whose
+        processes are the caller's process and its future children. The
+        request: {"modules": [-p spec], "trace": [[name, options]],
+        "engines": [FILE.py:CLASS with FILE absolute in the view],
+        "viewname": NAME}. Nothing is left behind if a module or engine
+        cannot load or start (ServiceError: the message umview prints)."""
+        from umview.service import RedirectMount, realize  # lazy: the syscall tables
+
+        if self.loader is None or self.engine_loader is None:
+            # not ENOSYS: that is the kernel's answer outside a view
+            raise ServiceError(errno.EOPNOTSUPP, "this view cannot make nested views (it has no module loader)")
+        monitor = self.monitor
+        view = monitor.open_view(self.view)
+        inner = ServiceControl(self.loader, str(request.get("viewname") or ""), self.engine_loader)
+        inner.monitor, inner.view, view.control = monitor, view, inner
+        engines = [inner]
+        try:
+            for spec in [_caller_fd(caller, t) for t in request.get("trace", ())] + list(request.get("modules", ())):
+                try:
+                    name, module, new = inner._load(spec, [*self.view.engines, *engines], engines, cwd)
+                except BaseException:
+                    if isinstance(spec, tuple) and "fd" in spec[1]:
+                        os.close(int(spec[1]["fd"]))  # not taken over by a module
+                    raise
+                inner.register(name, module, new)
+                engines += new
+            for spec in request.get("engines", ()):
+                where, _, cls = spec.rpartition(":")
+                if where.startswith("/"):
+                    mounts = [e for e in (*self.view.engines, *engines) if isinstance(e, RedirectMount)]
+                    spec = os.fsdecode(realize(mounts, os.fsencode(where))) + ":" + cls
+                try:
+                    engines.append(self.engine_loader(spec))
+                except Exception as exc:  # noqa: BLE001 - as umview --engine: any failure is the user's to see
+                    raise ServiceError(errno.EINVAL, f"cannot load engine: {exc}") from None
+            monitor.add_engines(engines, view)
+            tids = _threads(caller)
+            for new in view.own:
+                old = next((e for e in self.view.engines if new.per_view and e.per_view == new.per_view), None)
+                if old is not None and hasattr(new, "adopt"):
+                    new.adopt(old, tids)
+            monitor.dispatcher.join(view, tids)
+        except BaseException:
+            monitor.close_view(view)
+            raise
+        view.running = True
+        _log().info("view %d nested in view %d for process %d: %s", view.id, self.view.id, caller,
+                    ", ".join(s.name for s in inner.services) or "no service")
+        return view
+
+    def close(self):
+        """The view is over: its modules close (nested views: Monitor.close_view)."""
+        for s in self.services:
+            try:
+                s.module.close()
+            except Exception:  # noqa: BLE001 - cleanup goes on for the others
+                _log().exception("module %s: cleanup failed", s.name)
+        self.services = []
 
     # --- the engine ---
     def wants(self, call):
@@ -192,6 +324,8 @@ class ServiceControl(Engine):
                 self.del_service(call.read_string(1).decode(errors="replace"))
             elif op == control.ATTACH:
                 self.attach(call.tid, int(core.signed32(a[1])))
+            elif op == control.NEST:
+                self.nest(call.tid, _request(call), os.fsdecode(core.proc_link(call.tid) or b"/"))
             elif op == control.FSALIAS:
                 alias = call.read_string(1, 256).decode(errors="replace")
                 self.fsalias(alias, call.read_string(2, 256).decode(errors="replace") if a[2] else None)

@@ -187,7 +187,7 @@ class Viewfs(Module):
         at or under, or None. The engines a mount made now would stand on:
         those of the running view, else the ones loaded before and this
         module's mounts so far."""
-        engines = self.view.dispatcher.engines if self.view is not None else (*self.older, *self.mounts)
+        engines = self.view.engines if self.view is not None else (*self.older, *self.mounts)
         for e in engines:
             if isinstance(e, LayeredMount) and e.relative(target) is not None:
                 return e

@@ -184,3 +184,127 @@ def test_notified_call_refuses_what_needs_a_ptrace_stop(table):
             what()
     with pytest.raises(RuntimeError, match="not a notification"):
         make_call(table).complete_with_fd(0)
+
+
+# --- views (umview/views.py): a stack per view, one union of claims ---
+
+def make_call_of(table, tid, name="getpid"):
+    return Call(tid, "x86_64", table.index[name], name, 39, [0] * 6, 0, 0x7000_0000, spec(name))
+
+
+class PerView(Recorder):
+    per_view = "probe"
+
+
+def nested(table, log):
+    """A root view with engines a (older) and b, and a view nested in it with c."""
+    d = Dispatcher(table)
+    d.add(Recorder("a", log, CONTINUE_AFTER))
+    d.add(Recorder("b", log, CONTINUE_AFTER))
+    inner = d.new_view(d.root)
+    d.add(Recorder("c", log, CONTINUE_AFTER), inner)
+    d.join(inner, [100])
+    return d, inner
+
+
+def test_a_nested_views_call_enters_its_engines_first_and_leaves_them_last(table):
+    log = []
+    d, _ = nested(table, log)
+    call = make_call_of(table, 100)
+    _, _, exits = d.enter(call)
+    call.retval = 0
+    d.exit(call, exits)
+    assert [e[:2] for e in log] == [("enter", "c"), ("enter", "b"), ("enter", "a"),
+                                     ("exit", "a"), ("exit", "b"), ("exit", "c")]
+
+
+def test_an_outer_views_call_never_walks_the_inner_engines(table):
+    log = []
+    d, _ = nested(table, log)
+    d.enter(make_call_of(table, 200))
+    assert [e[:2] for e in log] == [("enter", "b"), ("enter", "a")]
+
+
+def test_a_per_view_engine_of_a_nested_view_replaces_the_outer_one(table):
+    log = []
+    d = Dispatcher(table)
+    d.add(PerView("outer-probe", log))
+    d.add(Recorder("a", log))
+    inner = d.new_view(d.root)
+    d.add(PerView("inner-probe", log), inner)
+    assert [e.name for e in inner.engines] == ["a", "inner-probe"]
+    assert [e.name for e in d.root.engines] == ["outer-probe", "a"]
+
+
+class ForkWatcher(Engine):
+    def __init__(self, name, log):
+        self.name, self.log = name, log
+
+    def on_fork(self, parent, child, thread):
+        self.log.append((self.name, parent, child))
+
+    def on_exit(self, tid):
+        self.log.append((self.name, "exit", tid))
+
+
+def test_children_inherit_the_view_and_events_reach_its_stack_only(table):
+    log, closed = [], []
+    d = Dispatcher(table)
+    d.add(ForkWatcher("outer", log))
+    inner = d.new_view(d.root)
+    d.add(ForkWatcher("inner", log), inner)
+    d.on_empty = lambda v: (closed.append(v.id), d.drop_view(v))
+    d.join(inner, [100])
+    d.on_fork(100, 101, False)
+    d.on_fork(1, 2, False)  # an outer process
+    assert d.view_of(101) is inner and d.view_of(2) is d.root
+    assert log == [("outer", 100, 101), ("inner", 100, 101), ("outer", 1, 2)]
+    d.on_exit_status(100, 0)
+    assert closed == [] and inner.tids == {101}
+    d.on_exit(101)
+    d.on_exit_status(101, 0)
+    assert closed == [inner.id] and d.views == [d.root] and d.member == {}
+    assert [e.name for e in d.engines] == ["outer"]
+
+
+def test_a_view_with_a_view_nested_in_it_stays_open_until_that_one_closes(table):
+    d = Dispatcher(table)
+    v1 = d.new_view(d.root)
+    d.join(v1, [100])
+    v2 = d.new_view(v1)
+    d.join(v2, [100])  # the only process of v1 asks for a view in it
+    assert d.views == [d.root, v1, v2]
+    d.on_exit_status(100, 0)
+    assert d.views == [d.root]
+
+
+def test_an_inner_real_prefix_never_hides_an_outer_layered_one(table):
+    from umview.core import lib
+
+    d = Dispatcher(table)
+    d.add(PathClaimer(layered=(b"/srv",)))
+    inner = d.new_view(d.root)
+    d.add(PathClaimer(layered=(b"/",), real=(b"/srv/keep", b"/proc")), inner)
+    _, prefixes = d.claims()
+    # /srv/keep left out: the outer view's processes must reach its layered /srv there
+    assert prefixes == {b"/": lib.UM_PREFIX_LAYERED, b"/srv": lib.UM_PREFIX_LAYERED, b"/proc": lib.UM_PREFIX_REAL}
+    # in one view the engines' kinds merge as before
+    d2 = Dispatcher(table)
+    d2.add(PathClaimer(layered=(b"/srv",)))
+    d2.add(PathClaimer(layered=(b"/",), real=(b"/srv/keep", b"/proc")))
+    assert d2.claims()[1][b"/srv/keep"] == lib.UM_PREFIX_REAL
+
+
+def test_a_variant_is_refused_for_the_view_claiming_it_only(table):
+    from umview.core import lib
+
+    d = Dispatcher(table)
+    inner = d.new_view(d.root)
+    d.add(Recorder("stat", [], names=("stat",)), inner)
+    d.join(inner, [100])
+    modes, _ = d.claims()
+    assert modes["stat64"] == lib.UM_CLAIM_ALL  # not REFUSE: the outer view keeps it
+    call = Call(100, "i386", table.index["stat64"], "stat64", 195, [0] * 6, 0, 0x7000_0000, spec("stat64"))
+    assert d.enter(call)[:2] == (lib.UM_REPLY_SKIP, -errno.ENOSYS)
+    call = Call(7, "i386", table.index["stat64"], "stat64", 195, [0] * 6, 0, 0x7000_0000, spec("stat64"))
+    assert d.enter(call)[:2] == (lib.UM_REPLY_CONTINUE, 0)
