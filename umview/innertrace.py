@@ -25,6 +25,7 @@ import errno
 import os
 import signal
 import struct
+import sys
 
 from umview import core
 from umview.core import ffi, lib
@@ -59,6 +60,14 @@ _ORIG_RAX = 15 * 8       # its orig_rax
 _RAX = 10 * 8
 _NR = {"x86_64": {"wait4": 61, "waitid": 247, "pause": 34}}
 _ARG_OFFS = (14 * 8, 13 * 8, 12 * 8, 7 * 8, 9 * 8, 8 * 8)  # rdi rsi rdx r10 r8 r9
+
+
+_DEBUG = bool(os.environ.get("UMVIEW_DEBUG_PTRACE"))
+
+
+def _dbg(*what):
+    if _DEBUG:
+        print("umview ptrace:", *what, file=sys.stderr, flush=True)
 
 
 def _stop(sig, event=0):
@@ -174,6 +183,7 @@ class InnerTracing(Engine):
         req = call.args[0] & 0xFFFFFFFF
         pid = core.signed32(call.args[1])
         addr, data = _u64(call.args[2]), _u64(call.args[3])
+        _dbg(call.tid, "ptrace", hex(req), pid, hex(addr), hex(data))
         if req == TRACEME:
             return self._traceme(call)
         if req in (ATTACH, SEIZE):
@@ -226,7 +236,21 @@ class InnerTracing(Engine):
         t = Tracee(call.tid, None, ppid, seized=False)
         t.real_child = _tgid(call.tid) == call.tid
         self._add(t)
+        self._kick_waits(ppid)
         return Skip(0)
+
+    def _kick_waits(self, tgid):
+        """The parent may already be in a wait the monitor let through (it was
+        not a tracer then), or on its way into one: interrupt its threads, so
+        that such a wait starts again through the monitor and finds its new
+        tracee's stops (_answer_waiter)."""
+        try:
+            tasks = [int(t) for t in os.listdir(f"/proc/{tgid}/task")]
+        except OSError:
+            return
+        for task in tasks:
+            self.waiters.setdefault(task, None)
+            lib.um_interrupt(task)
 
     def _attach(self, call, req, pid, addr, data):
         if req == SEIZE:
@@ -419,6 +443,7 @@ class InnerTracing(Engine):
         """A UM_EV_STOP. True: hold the thread (reported to its tracer)."""
         tid, status = ev.tid, ev.status
         t = self.tracees.get(tid)
+        _dbg("stop", tid, hex(status), ev.msg, t is not None, tid in self.waiters)
         if t is None:
             if tid in self.waiters:
                 self._answer_waiter(tid)
@@ -496,11 +521,13 @@ class InnerTracing(Engine):
     def exit_event(self, tid, status):
         """A thread of the view is gone: a tracee's exit goes to its tracer;
         a tracer's tracees are detached (or killed: PTRACE_O_EXITKILL)."""
+        _dbg("exit", tid, hex(status))
         self.waiters.pop(tid, None)
         t = self.tracees.pop(tid, None)
         if t is not None:
             self._gone(t, status)
         for other in [o for o in self.tracees.values() if o.tracer == tid or (o.tracer is None and o.tgid == tid)]:
+            _dbg("detach", other.tid, other.state, other.kind)
             del self.tracees[other.tid]
             lib.um_set_inner(other.tid, 0)
             if other.options & O_EXITKILL:
@@ -531,6 +558,7 @@ class InnerTracing(Engine):
         return False
 
     def _report(self, t, word, kind):
+        _dbg("report", t.tid, hex(word), kind, "to", t.tgid)
         t.state = "stopped"
         t.kind = kind
         t.status = word
@@ -551,6 +579,7 @@ class InnerTracing(Engine):
         name = call.name
         args = [_u64(a) for a in call.args]
         served = self._serve_wait(call.tid, tgid, name, args)
+        _dbg(call.tid, name, [hex(a) for a in args[:4]], "served", served)
         if served is not None:
             return Skip(served)
         options = args[2] if name != "waitid" else args[3]
@@ -559,6 +588,7 @@ class InnerTracing(Engine):
         if options & WNOHANG:
             call.state(self).nohang = (name, args)
             return CONTINUE_AFTER
+        _dbg(call.tid, "blocks", "pause" if not _has_children(tgid) else "real")
         if not _has_children(tgid):
             # nothing real can end it: block in pause() until a stop comes
             lib.um_set_wait_nr(call.tid, call.nr)
@@ -646,13 +676,17 @@ class InnerTracing(Engine):
         """The interrupt stop of a tracer blocked in a wait: answer it there if
         a stop or exit is now there for it; else it waits on."""
         nr = self.waiters.pop(tid)
-        regs = bytearray(self._get(tid, GETREGS, 0, _USER_REGS))
+        try:
+            regs = bytearray(self._get(tid, GETREGS, 0, _USER_REGS))
+        except OSError:
+            return
         orig, rax = struct.unpack_from("<q", regs, _ORIG_RAX)[0], struct.unpack_from("<q", regs, _RAX)[0]
         nrs = _NR["x86_64"]
-        if orig not in (nrs["wait4"], nrs["waitid"], nrs["pause"]) or rax not in _RESTARTS:
+        if orig not in (nrs["wait4"], nrs["waitid"], nrs["pause"]) or rax not in _RESTARTS or (
+                orig == nrs["pause"] and nr is None):
             lib.um_set_wait_nr(tid, 0)
-            return  # it left its wait meanwhile
-        name = "waitid" if nr == nrs["waitid"] else "wait4"
+            return  # not in a wait (it left it meanwhile): it goes on
+        name = "waitid" if (nr if orig == nrs["pause"] else orig) == nrs["waitid"] else "wait4"
         args = [struct.unpack_from("<Q", regs, off)[0] for off in _ARG_OFFS]
         try:
             result = self._serve_wait(tid, _tgid(tid), name, args)

@@ -5,6 +5,16 @@
  * Python's (umview/innertrace.py). */
 #include "internal.h"
 
+/* The real options of a thread: the monitor's, and PTRACE_EVENT_EXIT if its
+ * inner tracer wants it. PTRACE_SETOPTIONS needs the thread stopped: if it
+ * runs, the loop sets them at its next stop. */
+void apply_options(pid_t tid)
+{
+    struct um_thread *t = thr(tid);
+    t->opts_dirty = ptrace(PTRACE_SETOPTIONS, tid, 0, TRACE_OPTIONS | (t->inner_exitev ? PTRACE_O_TRACEEXIT : 0)) != 0 &&
+                    errno == ESRCH;
+}
+
 int um_set_inner(int tid, int flags)
 {
     struct um_thread *t = thr(tid);
@@ -12,9 +22,8 @@ int um_set_inner(int tid, int flags)
     t->inner = !!(flags & UM_INNER);
     t->inner_sys = t->inner && (flags & UM_INNER_SYSCALL);
     t->inner_exitev = t->inner && (flags & UM_INNER_EXITEV);
-    if (t->inner_exitev != was_exitev &&
-        ptrace(PTRACE_SETOPTIONS, tid, 0, TRACE_OPTIONS | (t->inner_exitev ? PTRACE_O_TRACEEXIT : 0)))
-        return -errno;
+    if (t->inner_exitev != was_exitev || t->opts_dirty)
+        apply_options(tid);
     return 0;
 }
 

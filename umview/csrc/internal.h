@@ -132,6 +132,7 @@ struct um_thread {
     unsigned inner_sys : 1;   /* ... who wants its syscall stops: resumed with PTRACE_SYSCALL */
     unsigned inner_exitev : 1;/* ... who wants PTRACE_EVENT_EXIT (set as a real option) */
     unsigned py_int : 1;      /* Python interrupted it (um_interrupt): the stop is Python's */
+    unsigned opts_dirty : 1;  /* its ptrace options change at its next stop (it was running) */
     long wait_nr;             /* blocked in a wait made pause: restart as this call (um_set_wait_nr) */
     struct um_note *note;     /* redirected: the decision for the restart (decide once) */
 };
@@ -195,6 +196,9 @@ void finish_reply(struct um_event *ev);
 int call_event(struct um_event *ev, pid_t tid, const struct um_sci *si, int abi, int sc, int flags,
                const char (*path)[UM_PATH_BUF], const int *path_len, const int *path_kind);
 int is_stop_signal(int sig);
+
+/* inner.c */
+void apply_options(pid_t tid);
 
 /* notif.c */
 void serve_notification(int may_hand);

@@ -352,6 +352,8 @@ int um_next(struct um_event *ev)
         if (!WIFSTOPPED(status))
             continue;
         stats.stops++;
+        if (thr(tid)->opts_dirty)
+            apply_options(tid);
         if (!thr(tid)->seen) {
             thr(tid)->seen = 1;
             stats.processes++;
