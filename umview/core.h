@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 10
+#define UM_CORE_VERSION 11
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -145,6 +145,8 @@ struct um_stats {
                                * caller's memory (SECCOMP_IOCTL_NOTIF_ID_VALID) */
     uint64_t write_failed;    /* register or syscall-info writes that failed on a live thread
                                * (each also said on stderr; see docs/internals.md) */
+    uint64_t own_trace;       /* seccomp stops of a RET_TRACE of the process's own filter
+                               * (without an inner tracer: failed with ENOSYS) */
 };
 
 int um_core_version(void);
@@ -208,6 +210,12 @@ int um_attach(int pid);
  * the monitor answers it; natively the kernel says ENOSYS. */
 #define UM_NR_CONTROL 0x564f53 /* "VOS" */
 int um_set_control_sc(int sc);
+
+/* The SECCOMP_RET_DATA of every RET_TRACE the monitor's filters return
+ * ("UM"). A seccomp stop with other data, or with this data for a call no
+ * filter of the monitor traps, comes from a filter the process installed
+ * itself (docs/internals.md, "A process's own seccomp filters"). */
+#define UM_SECCOMP_DATA 0x554d
 void um_set_event_mask(int mask);
 void um_set_spin(int iterations);
 

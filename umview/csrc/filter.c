@@ -44,11 +44,11 @@ static void emit_search(struct bpf_buf *b, int abi, const long *nrs, const unsig
                 emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
                                                      offsetof(struct seccomp_data, args) + 8 * (uint32_t)arg));
                 emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, O_WRITES_, 0, 1));
-                emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE));
+                emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, RET_TRACE_UM));
                 emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF));
                 continue;
             }
-            uint32_t ret = notifies(how[nrs[i]]) ? SECCOMP_RET_USER_NOTIF : SECCOMP_RET_TRACE;
+            uint32_t ret = notifies(how[nrs[i]]) ? SECCOMP_RET_USER_NOTIF : RET_TRACE_UM;
             emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nrs[i] | bias, 0, 1));
             emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, ret));
         }
@@ -79,7 +79,7 @@ static int collect(const unsigned char *tab, long *out)
 static void emit_control(struct bpf_buf *b, uint32_t bias)
 {
     emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, UM_NR_CONTROL | bias, 0, 1));
-    emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, RET_TRACE_UM));
 }
 
 /* The filter of the trap table tab (trap classes per ABI and number). */
@@ -122,6 +122,23 @@ static int build_filter_of(struct bpf_buf *b, unsigned char (*tab)[MAX_NR])
 }
 
 static int build_filter(struct bpf_buf *b) { return build_filter_of(b, trap); }
+
+/* Could a filter of the monitor return RET_TRACE for number nr (with its
+ * bias) of abi? The control call, and any number it traps: the first filter
+ * traps the spawn's (a notified one only with write flags, but a stacked
+ * filter traps it as a ptrace stop), a stacked one also those added since.
+ * Generous where it cannot know which filters a process has: a call it
+ * says yes to is taken as the monitor's. */
+int monitor_may_trace(int abi, uint64_t nr)
+{
+    if (abi < 0 || abi >= UM_NABI)
+        return 0;
+    if (abi == UM_ABI_X32)
+        nr &= ~(uint64_t)X32_BIT;
+    if (nr == UM_NR_CONTROL)
+        return 1;
+    return nr < MAX_NR && (trap[abi][nr] || extra_trap[abi][nr]);
+}
 
 int any_notif(void)
 {

@@ -13,7 +13,8 @@
  * The files, one per concern: loop.c (um_next, waiting, signals, group-stop,
  * held forks), notif.c (the listener: serve, hand over, answer, addfd),
  * decide.c (the fast-path decision), layerset.c (the layer set), filter.c
- * (building, installing and stacking filters), tracee.c (memory and
+ * (building, installing and stacking filters), ownseccomp.c (a seccomp
+ * stop of a filter the process installed itself), tracee.c (memory and
  * registers), spawn.c (spawn, attach), inject.c (injected calls), tables.c
  * (what Python fills), thread.c (per-thread state).
  *
@@ -76,6 +77,8 @@
 #define TRACE_OPTIONS \
     (PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | \
      PTRACE_O_TRACEEXEC | PTRACE_O_TRACESECCOMP | PTRACE_O_EXITKILL)
+/* every RET_TRACE of the monitor's filters carries its data (core.h) */
+#define RET_TRACE_UM (SECCOMP_RET_TRACE | UM_SECCOMP_DATA)
 #define AT_FDCWD_ -100
 #define AT_EMPTY_PATH_ 0x1000
 
@@ -171,10 +174,15 @@ int decide_call(pid_t tid, struct um_decide_in *in, int *read);
 
 /* filter.c */
 int any_notif(void);
+int monitor_may_trace(int abi, uint64_t nr);
 int install_filter(int *listener);
 extern int inject_ready;
 void inject_filter(pid_t tid);
 int build_inject(void);
+
+/* ownseccomp.c */
+int own_trace_stop(pid_t tid, const struct um_sci *si);
+int inner_tracer_seccomp_stop(pid_t tid, const struct um_sci *si, int abi, uint32_t data);
 
 /* inject.c */
 uint64_t vdso_syscall(pid_t tid);

@@ -368,6 +368,8 @@ int um_next(struct um_event *ev)
                 resume(tid, PTRACE_CONT, 0);
                 continue;
             }
+            if (own_trace_stop(tid, &si))
+                continue; /* a RET_TRACE of the process's own filter (ownseccomp.c) */
             int abi = abi_of(&si);
             dec.abi = abi;
             dec.nr = si.seccomp.nr;

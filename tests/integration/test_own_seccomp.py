@@ -1,0 +1,160 @@
+"""A process's own seccomp filters inside a view (docs/internals.md, "A
+process's own seccomp filters").
+
+progs/own_seccomp.c installs filters of its own and then makes calls; each
+test runs it natively and under umview (with no module, and in a cow view of
+/; with seccomp user notifications on and off) and compares. Every test also
+checks what makes it not vacuous: the native run shows the filter acting (an
+errno, a SIGSYS, a real file changed), and where the view changes something
+(a RET_TRACE with no tracer, a listener of its own) the counters or the
+files show that the monitor's path was taken.
+"""
+import json
+import os
+import shutil
+import signal
+import tempfile
+
+import pytest
+
+from conftest import NOBODY, as_user, need, need_user, run, umview_for
+
+PROGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs")
+NOTIF = ["1", "0"]
+VIEWS = ["none", "cow"]
+
+
+@pytest.fixture(scope="module")
+def prog():
+    """progs/own_seccomp.c, built where an unprivileged user may run it."""
+    need("gcc")
+    out = tempfile.mkdtemp(prefix="umview-own-seccomp-")
+    os.chmod(out, 0o755)
+    exe = os.path.join(out, "own_seccomp")
+    r = run(["gcc", "-O1", "-Wall", "-pthread", "-o", exe, os.path.join(PROGS, "own_seccomp.c")])
+    if r.returncode:
+        shutil.rmtree(out, ignore_errors=True)
+        pytest.skip(f"cannot build the test program: {r.stderr.decode()[-300:]}")
+    yield exe
+    shutil.rmtree(out, ignore_errors=True)
+
+
+@pytest.fixture
+def scratch():
+    """Directories an unprivileged user may reach (tmp_path is 0700)."""
+    made = []
+
+    def make(owner="root"):
+        d = tempfile.mkdtemp(prefix="umview-own-")
+        os.chmod(d, 0o755)
+        if owner != "root":
+            os.chown(d, NOBODY, NOBODY)
+        made.append(d)
+        return d
+    yield make
+    for d in made:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def view_opts(view, layer):
+    return ["-p", f"viewfs,mount={layer}:/:cow"] if view == "cow" else []
+
+
+def in_view(prog, steps, *, view, notif, layer, user="root", stats=None):
+    opts = view_opts(view, layer) + (["--stats-file", stats] if stats else [])
+    env = dict(os.environ, UMVIEW_NOTIF=notif)
+    return run(umview_for(user, *opts, "--", prog, *steps), env=env)
+
+
+def own_trace_stops(stats):
+    with open(stats) as f:
+        return json.loads(f.read().splitlines()[-1])["own_trace"]
+
+
+# --- actions the kernel takes alone: ERRNO, TRAP, LOG, ALLOW, KILL --------------------
+
+NATIVE_ACTIONS = {
+    # steps -> what the native run must show (the filter acts)
+    "errno": (["filter:errno:getppid:13", "call:getppid", "call:uname"], "call getppid: -1 EACCES"),
+    "errno-by-prctl": (["prctl:errno:uname:1", "call:uname"], "call uname: -1 EPERM"),
+    "errno-in-a-child": (["filter:errno:getppid:1", "fork", "call:getppid"], "call getppid: -1 EPERM"),
+    "trap": (["filter:trap:getppid:7", "call:getppid"], "SIGSYS code=1 syscall=110 errno(data)=7"),
+    "log": (["filter:log:getppid", "call:getppid"], "call getppid: > 0"),
+    "allow": (["filter:allow:getppid", "call:getppid"], "call getppid: > 0"),
+    "kill-process": (["filter:kill_process:getppid", "call:getppid"], None),
+    "kill-thread": (["filter:kill_thread:getppid", "call:getppid"], None),
+    "errno-on-a-path-call": (["filter:errno:openat:30", "call:openat"], "call openat: -1 EROFS"),
+}
+
+
+@pytest.mark.parametrize("notif", NOTIF)
+@pytest.mark.parametrize("view", VIEWS)
+@pytest.mark.parametrize("case", sorted(NATIVE_ACTIONS))
+def test_own_filter_actions_act_as_natively(prog, scratch, case, view, notif):
+    steps, shows = NATIVE_ACTIONS[case]
+    native = run([prog, *steps])
+    if shows is None:
+        assert native.returncode == -signal.SIGSYS, native
+    else:
+        assert shows in native.stdout.decode(), native.stdout
+    viewed = in_view(prog, steps, view=view, notif=notif, layer=scratch())
+    assert (viewed.stdout, viewed.returncode) == (native.stdout, native.returncode), viewed.stderr
+
+
+# --- RET_TRACE with no tracer: ENOSYS, not executed -----------------------------------
+
+TRACE_CASES = {
+    "trace": ["filter:trace:getppid:0x1234", "call:getppid"],
+    # the data the monitor's own filters use, on a call they do not trap
+    "trace-with-the-monitors-data": ["filter:trace:getppid:0x554d", "call:getppid"],
+    "trace-by-prctl-in-a-child": ["prctl:trace:uname:5", "fork", "call:uname"],
+    # a call the cow view traps too (an open for writing): the process's
+    # filter, newer, gives the stop its data; it is still not executed
+    "trace-on-a-write-the-view-traps": ["filter:trace:openat:9", "write:{victim}:changed", "call:getppid"],
+}
+
+
+@pytest.mark.parametrize("notif", NOTIF)
+@pytest.mark.parametrize("view", VIEWS)
+@pytest.mark.parametrize("case", sorted(TRACE_CASES))
+def test_own_ret_trace_without_a_tracer_fails_with_enosys(prog, scratch, case, view, notif):
+    d = scratch()
+    victim = os.path.join(d, "victim")
+    steps = [s.format(victim=victim) for s in TRACE_CASES[case]]
+    with open(victim, "w") as f:
+        f.write("real\n")
+    native = run([prog, *steps])
+    assert "-1 ENOSYS" in native.stdout.decode() or "open ENOSYS" in native.stdout.decode(), native.stdout
+    stats = os.path.join(d, "stats")
+    layer = scratch()
+    viewed = in_view(prog, steps, view=view, notif=notif, layer=layer, stats=stats)
+    assert (viewed.stdout, viewed.returncode) == (native.stdout, native.returncode), viewed.stderr
+    assert own_trace_stops(stats) >= 1  # the monitor saw the stop and refused the call
+    with open(victim) as f:
+        assert f.read() == "real\n"
+    assert not os.path.exists(os.path.join(layer, victim.lstrip("/")))
+
+
+# --- the view stays after a filter of its own -------------------------------------------
+
+@pytest.mark.parametrize("notif", NOTIF)
+@pytest.mark.parametrize("how", ["filter:errno:getppid:1", "prctl:trace:uname:3", "filter:log:openat"])
+def test_a_process_with_its_own_filter_keeps_the_view(prog, scratch, how, notif):
+    d, layer = scratch(), scratch()
+    victim = os.path.join(d, "victim")
+    steps = [how, f"write:{victim}:inside", "fork", f"write:{victim}:child"]
+    with open(victim, "w") as f:
+        f.write("real\n")
+    native = run([prog, *steps])
+    assert native.returncode == 0 and "write: ok" in native.stdout.decode()
+    with open(victim) as f:
+        assert f.read() == "child", "natively the program changes the file"
+    with open(victim, "w") as f:
+        f.write("real\n")
+
+    viewed = in_view(prog, steps, view="cow", notif=notif, layer=layer)
+    assert (viewed.stdout, viewed.returncode) == (native.stdout, native.returncode), viewed.stderr
+    with open(victim) as f:
+        assert f.read() == "real\n", "a real file changed under the view"
+    with open(os.path.join(layer, victim.lstrip("/"))) as f:
+        assert f.read() == "child"
