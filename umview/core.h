@@ -216,6 +216,11 @@ int um_set_control_sc(int sc);
  * filter of the monitor traps, comes from a filter the process installed
  * itself (docs/internals.md, "A process's own seccomp filters"). */
 #define UM_SECCOMP_DATA 0x554d
+/* The numbers of seccomp(2) on x86_64 (x32: with its bit) and on i386: every
+ * filter of the monitor refuses a listener of the process's own, whatever
+ * tables Python loaded (tests/unit/test_arch.py checks them against arch/). */
+#define UM_NR_SECCOMP_64 317
+#define UM_NR_SECCOMP_I386 354
 void um_set_event_mask(int mask);
 void um_set_spin(int iterations);
 

@@ -135,6 +135,53 @@ def test_own_ret_trace_without_a_tracer_fails_with_enosys(prog, scratch, case, v
     assert not os.path.exists(os.path.join(layer, victim.lstrip("/")))
 
 
+# --- a listener of its own: refused (EBUSY), never a way around the view ------------------
+
+@pytest.mark.parametrize("notif", NOTIF)
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_own_listener_cannot_write_through_a_cow_view(prog, scratch, user, notif):
+    """The program installs a filter notifying openat to a thread of its own,
+    which answers CONTINUE, then writes a file: natively it is written; in a
+    cow view of / seccomp() fails with EBUSY, and the write goes to the layer
+    (with a listener of its own, the CONTINUE would skip the view's filter)."""
+    need_user(user)
+    d, layer = scratch(user), scratch(user)
+    victim = os.path.join(d, "victim")
+    for path in (victim,):
+        with open(path, "w") as f:
+            f.write("real\n")
+        if user != "root":
+            os.chown(path, NOBODY, NOBODY)
+    steps = ["listen:openat", f"write:{victim}:changed", "call:getppid"]
+
+    native = run(as_user(user, [prog, *steps]))
+    assert native.stdout.decode().splitlines() == ["listen openat: ok", "write: ok", "call getppid: > 0"]
+    with open(victim) as f:
+        assert f.read() == "changed", "natively the program writes through its listener"
+    with open(victim, "w") as f:
+        f.write("real\n")
+
+    viewed = in_view(prog, steps, view="cow", notif=notif, layer=layer, user=user)
+    assert viewed.stdout.decode().splitlines() == ["listen openat: EBUSY", "write: ok", "call getppid: > 0"], \
+        viewed.stderr
+    assert viewed.returncode == 0
+    with open(victim) as f:
+        assert f.read() == "real\n", "a real file changed under the view"
+    with open(os.path.join(layer, victim.lstrip("/"))) as f:
+        assert f.read() == "changed"
+
+
+@pytest.mark.parametrize("notif", NOTIF)
+def test_own_listener_is_refused_in_a_view_without_modules(prog, notif):
+    """Consistently, also where the view traps nothing (a module may be added
+    later, and a listener installed before would outrank its filter)."""
+    native = run([prog, "listen:getuid", "call:getuid"])
+    assert native.stdout.decode().splitlines() == ["listen getuid: ok", "call getuid: 0"]
+    viewed = run(umview_for("root", "--", prog, "listen:getuid", "call:getuid"),
+                 env=dict(os.environ, UMVIEW_NOTIF=notif))
+    assert viewed.stdout.decode().splitlines() == ["listen getuid: EBUSY", "call getuid: 0"], viewed.stderr
+
+
 # --- the view stays after a filter of its own -------------------------------------------
 
 @pytest.mark.parametrize("notif", NOTIF)

@@ -82,6 +82,25 @@ static void emit_control(struct bpf_buf *b, uint32_t bias)
     emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, RET_TRACE_UM));
 }
 
+/* A seccomp filter with a user-notification listener of the process's own
+ * would outrank the view (RET_USER_NOTIF beats RET_TRACE, and a CONTINUE
+ * answer skips every filter of lower precedence): seccomp(2) asking for one
+ * (SECCOMP_SET_MODE_FILTER with SECCOMP_FILTER_FLAG_NEW_LISTENER) fails with
+ * EBUSY, as the kernel refuses a second listener in a filter tree. Both are
+ * unsigned int arguments: their low word. prctl(PR_SET_SECCOMP) cannot ask
+ * for a listener (its flags are 0). The accumulator holds the number (with
+ * its bias) and holds it again after. See docs/internals.md. */
+static void emit_no_listener(struct bpf_buf *b, uint32_t nr_seccomp)
+{
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr_seccomp, 0, 5));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args)));
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SECCOMP_SET_MODE_FILTER, 0, 2));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args) + 8));
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, SECCOMP_FILTER_FLAG_NEW_LISTENER, 0, 1));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EBUSY));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
+}
+
 /* The filter of the trap table tab (trap classes per ABI and number). */
 static int build_filter_of(struct bpf_buf *b, unsigned char (*tab)[MAX_NR])
 {
@@ -106,17 +125,20 @@ static int build_filter_of(struct bpf_buf *b, unsigned char (*tab)[MAX_NR])
     emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, (uint32_t)X32_BIT, 0, 1));
     emit(b, (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, 0)); /* -> LX32 */
     emit_control(b, 0);
+    emit_no_listener(b, UM_NR_SECCOMP_64);
     emit_search(b, UM_ABI_X86_64, nrs, tab[UM_ABI_X86_64], 0, collect(tab[UM_ABI_X86_64], nrs), 0);
 
     int lx32 = b->n;
     b->f[jx32 + 1].k = (uint32_t)(lx32 - (jx32 + 1) - 1);
     emit_control(b, (uint32_t)X32_BIT);
+    emit_no_listener(b, UM_NR_SECCOMP_64 | (uint32_t)X32_BIT);
     emit_search(b, UM_ABI_X32, nrs, tab[UM_ABI_X32], 0, collect(tab[UM_ABI_X32], nrs), (uint32_t)X32_BIT);
 
     int l32 = b->n;
     b->f[j32 + 1].k = (uint32_t)(l32 - (j32 + 1) - 1);
     emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
     emit_control(b, 0);
+    emit_no_listener(b, UM_NR_SECCOMP_I386);
     emit_search(b, UM_ABI_I386, nrs, tab[UM_ABI_I386], 0, collect(tab[UM_ABI_I386], nrs), 0);
     return b->overflow ? -E2BIG : 0;
 }
