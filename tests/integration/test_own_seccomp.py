@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 import tempfile
 
 import pytest
@@ -84,6 +85,8 @@ NATIVE_ACTIONS = {
     "kill-process": (["filter:kill_process:getppid", "call:getppid"], None),
     "kill-thread": (["filter:kill_thread:getppid", "call:getppid"], None),
     "errno-on-a-path-call": (["filter:errno:openat:30", "call:openat"], "call openat: -1 EROFS"),
+    # a filter of one thread (no TSYNC) leaves a thread made before it alone
+    "trace-of-another-thread": (["thread:openat", "filter:trace:openat:1", "go"], "call openat: -1 EFAULT"),
 }
 
 
@@ -111,6 +114,12 @@ TRACE_CASES = {
     # a call the cow view traps too (an open for writing): the process's
     # filter, newer, gives the stop its data; it is still not executed
     "trace-on-a-write-the-view-traps": ["filter:trace:openat:9", "write:{victim}:changed", "call:getppid"],
+    # a call the cow view notifies (with notifications on): the monitor's
+    # RET_USER_NOTIF outranks the process's TRACE, so the monitor runs the
+    # process's filters itself, in that thread, its children, its threads
+    "trace-on-a-call-the-view-notifies": ["filter:trace:openat:1", "call:openat"],
+    "trace-on-a-notified-call-in-a-child": ["prctl:trace:openat:2", "fork", "call:openat"],
+    "trace-for-every-thread": ["thread:openat", "tfilter:trace:openat:1", "go"],
 }
 
 
@@ -133,6 +142,29 @@ def test_own_ret_trace_without_a_tracer_fails_with_enosys(prog, scratch, case, v
     with open(victim) as f:
         assert f.read() == "real\n"
     assert not os.path.exists(os.path.join(layer, victim.lstrip("/")))
+
+
+def test_own_ret_trace_hidden_by_a_filter_the_monitor_stacks_later(prog, scratch):
+    """The process installs its TRACE on openat, then a service added at run
+    time stacks a filter of the monitor that traps openat too: the newer
+    filter's data (the monitor's) is the one the stop carries, and the
+    monitor finds the process's TRACE by running its filter."""
+    d = scratch()
+    flag, stats = os.path.join(d, "flag"), os.path.join(d, "stats")
+    steps = ["filter:trace:openat:4", f"wait:{flag}", "call:openat"]
+    with open(flag, "w"):
+        pass
+    native = run([prog, *steps])
+    assert native.stdout.decode().splitlines() == ["filter trace:openat:4: ok", "waited", "call openat: -1 ENOSYS"]
+    os.unlink(flag)
+    bindir = os.path.dirname(sys.executable)
+    script = f'"$0" "$@" & sleep 0.2; um_add_service unreal && : > {flag}; wait'
+    viewed = run(umview_for("root", "--stats-file", stats, "--", "sh", "-c", script, prog, *steps),
+                 env=dict(os.environ, PATH=bindir + os.pathsep + os.environ["PATH"]), timeout=60)
+    assert (viewed.stdout, viewed.returncode) == (native.stdout, 0), viewed.stderr
+    with open(stats) as f:
+        counts = json.loads(f.read().splitlines()[-1])
+    assert counts["injected"] >= 1 and counts["own_trace"] >= 1, counts
 
 
 # --- a listener of its own: refused (EBUSY), never a way around the view ------------------

@@ -113,6 +113,8 @@ struct regmap {
 #define UR(f) (int)offsetof(struct user_regs_struct, f)
 #define REG(r, off) (*(unsigned long long *)((char *)(r) + (off)))
 
+struct own_filter; /* ownseccomp.c */
+
 /* What the loop knows of one thread, indexed by tid (thread.c: a lazily
  * touched array over pid_max). Zero is a thread never seen. */
 struct um_thread {
@@ -137,6 +139,8 @@ struct um_thread {
     unsigned py_int : 1;      /* Python interrupted it (um_interrupt): the stop is Python's */
     long wait_nr;             /* blocked in a wait made pause: restart as this call (um_set_wait_nr) */
     struct um_note *note;     /* redirected: the decision for the restart (decide once) */
+    struct own_filter *own;   /* the seccomp filters it installed itself, newest first
+                               * (shared, counted; OWN_UNKNOWN: some the monitor did not see) */
 };
 
 /* A call a notification sent to Python, redirected to a ptrace stop: its
@@ -174,18 +178,27 @@ int decide_call(pid_t tid, struct um_decide_in *in, int *read);
 
 /* filter.c */
 int any_notif(void);
-int monitor_may_trace(int abi, uint64_t nr);
+int monitor_may_trace(int abi, uint64_t nr, const uint64_t *args);
+int own_filter_call(int abi, uint64_t nr, const uint64_t *args);
 int install_filter(int *listener);
 extern int inject_ready;
 void inject_filter(pid_t tid);
 int build_inject(void);
 
 /* ownseccomp.c */
+#define OWN_UNKNOWN ((struct own_filter *)1)
 int own_trace_stop(pid_t tid, const struct um_sci *si);
-int inner_tracer_seccomp_stop(pid_t tid, const struct um_sci *si, int abi, uint32_t data);
+int own_trace_notif(const struct seccomp_notif *req);
+int inner_tracer_seccomp(pid_t tid, int abi, const struct seccomp_data *sd, uint32_t data,
+                         const struct seccomp_notif *notif);
+void own_filters_inherit(struct um_thread *child, const struct um_thread *parent);
+void own_filters_drop(struct um_thread *t);
+void own_filters_attached(pid_t tid);
 
 /* inject.c */
 uint64_t vdso_syscall(pid_t tid);
+int inject_step(pid_t tid, int op, struct um_sci *si, uint64_t *sigs);
+void resend_signals(pid_t tid, uint64_t sigs);
 long run_call(pid_t tid, const struct user_regs_struct *base, uint64_t at, long nr,
                      uint64_t a0, uint64_t a1, uint64_t a2, uint64_t *sigs);
 
@@ -250,6 +263,9 @@ extern struct um_sci cur_sci;
 extern pid_t cur_tid;
 struct um_thread *thr(pid_t tid); /* never NULL: a scratch record for a tid out of range */
 void thread_forget(pid_t tid);      /* the thread is gone: its tid starts afresh */
+int status_field(pid_t tid, const char *name, int absent); /* a number of /proc/TID/status */
+pid_t tgid_of(pid_t tid);           /* its process (from /proc), tid if unknown */
+void each_thread(pid_t tgid, void (*fn)(pid_t tid, void *arg), void *arg); /* from /proc */
 pid_t thread_max_seen(void);        /* the highest tid ever recorded */
 void note_redirect(pid_t tid, int abi, int sc, uint64_t nr, const uint64_t *args, const char (*path)[UM_PATH_BUF],
                    const int *path_len, const int *path_kind);

@@ -470,6 +470,7 @@ int um_next(struct um_event *ev)
                     c->vcwd = parent->vcwd;
                     c->faithful = parent->faithful;
                     c->need_filter |= parent->need_filter;
+                    own_filters_inherit(c, parent);
                     if (held) {
                         unhold(child);
                         held_release = child;
@@ -492,6 +493,7 @@ int um_next(struct um_event *ev)
                     /* a non-leader thread execed: it now has the leader's tid */
                     struct um_thread was = *thr((pid_t)msg);
                     thr((pid_t)msg)->note = NULL; /* moves with the record */
+                    thr((pid_t)msg)->own = NULL;
                     thread_forget((pid_t)msg);
                     thread_forget(tid);
                     *thr(tid) = was;

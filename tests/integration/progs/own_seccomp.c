@@ -9,7 +9,11 @@
  *                              with SECCOMP_FILTER_FLAG_NEW_LISTENER; a
  *                              thread of ours answers every notification
  *                              with SECCOMP_USER_NOTIF_FLAG_CONTINUE
+ *   tfilter:ACTION:NAME[:DATA] as filter:, for every thread (SECCOMP_FILTER_FLAG_TSYNC)
  *   prctl:ACTION:NAME[:DATA]   as filter:, through prctl(PR_SET_SECCOMP)
+ *   thread:NAME                start a thread that will make the call at `go`
+ *   go                         let that thread make its call, and wait for it
+ *   wait:PATH                  wait until PATH exists
  *   call:NAME                  make the call (no arguments but a buffer)
  *   write:PATH:TEXT            open PATH for writing (O_TRUNC|O_CREAT) and
  *                              write TEXT
@@ -39,6 +43,7 @@
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 struct named { const char *name; unsigned value; };
@@ -157,7 +162,7 @@ static unsigned parse(char *spec, int *nr)
     return LOOKUP(actions, action) | (data ? (unsigned)strtoul(data, NULL, 0) & SECCOMP_RET_DATA : 0);
 }
 
-static void install(char *spec, int by_prctl)
+static void install(char *spec, int by_prctl, unsigned flags)
 {
     char copy[256];
     snprintf(copy, sizeof copy, "%s", spec);
@@ -167,8 +172,8 @@ static void install(char *spec, int by_prctl)
     struct sock_fprog prog = {(unsigned short)prog_of(f, nr, ret), f};
     prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
     long r = by_prctl ? prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)
-                      : syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
-    say("%s %s: %s", by_prctl ? "prctl" : "filter", copy, err_name(r ? errno : 0));
+                      : syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
+    say("%s %s: %s", by_prctl ? "prctl" : flags ? "tfilter" : "filter", copy, err_name(r ? errno : 0));
 }
 
 static void listen_on(const char *name)
@@ -211,6 +216,25 @@ static void write_file(char *spec)
     say("write: %s", n < 0 ? err_name(errno) : "ok");
 }
 
+static pthread_t waiting;
+static int go_pipe[2] = {-1, -1};
+
+static void *call_at_go(void *name)
+{
+    char c;
+    if (read(go_pipe[0], &c, 1) == 1)
+        call(name);
+    return NULL;
+}
+
+static void wait_for(const char *path)
+{
+    struct timespec tick = {0, 10 * 1000 * 1000};
+    while (access(path, F_OK) != 0)
+        nanosleep(&tick, NULL);
+    say("waited");
+}
+
 int main(int argc, char **argv)
 {
     struct rlimit none = {0, 0};
@@ -223,9 +247,19 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         char *a = argv[i];
         if (strncmp(a, "filter:", 7) == 0)
-            install(a + 7, 0);
+            install(a + 7, 0, 0);
+        else if (strncmp(a, "tfilter:", 8) == 0)
+            install(a + 8, 0, SECCOMP_FILTER_FLAG_TSYNC);
         else if (strncmp(a, "prctl:", 6) == 0)
-            install(a + 6, 1);
+            install(a + 6, 1, 0);
+        else if (strncmp(a, "thread:", 7) == 0) {
+            if (pipe(go_pipe) || pthread_create(&waiting, NULL, call_at_go, a + 7))
+                return 4;
+        } else if (strcmp(a, "go") == 0) {
+            if (write(go_pipe[1], "g", 1) != 1 || pthread_join(waiting, NULL))
+                return 4;
+        } else if (strncmp(a, "wait:", 5) == 0)
+            wait_for(a + 5);
         else if (strncmp(a, "listen:", 7) == 0)
             listen_on(a + 7);
         else if (strncmp(a, "call:", 5) == 0)
