@@ -141,6 +141,7 @@ struct um_thread {
     struct um_note *note;     /* redirected: the decision for the restart (decide once) */
     struct own_filter *own;   /* the seccomp filters it installed itself, newest first
                                * (shared, counted; OWN_UNKNOWN: some the monitor did not see) */
+    struct own_filter *own_pending; /* one it is installing, kept at the call's exit stop */
 };
 
 /* A call a notification sent to Python, redirected to a ptrace stop: its
@@ -189,10 +190,13 @@ int build_inject(void);
 #define OWN_UNKNOWN ((struct own_filter *)1)
 int own_trace_stop(pid_t tid, const struct um_sci *si);
 int own_trace_notif(const struct seccomp_notif *req);
+int own_filters_trace(pid_t tid, const struct um_sci *si);
 int inner_tracer_seccomp(pid_t tid, int abi, const struct seccomp_data *sd, uint32_t data,
                          const struct seccomp_notif *notif);
 void own_filters_inherit(struct um_thread *child, const struct um_thread *parent);
 void own_filters_drop(struct um_thread *t);
+void own_filters_moved(struct um_thread *from);
+void own_filter_exit(pid_t tid, const struct um_sci *si);
 void own_filters_attached(pid_t tid);
 
 /* inject.c */

@@ -431,6 +431,7 @@ int um_next(struct um_event *ev)
             }
             /* a syscall-exit stop */
             stats.exit_stops++;
+            own_filter_exit(tid, &si); /* a filter of its own installed (ownseccomp.c) */
             if (!thr(tid)->exit_wanted || si.op != SI_EXIT) {
                 thr(tid)->exit_wanted = 0;
                 if (si.op == SI_EXIT && thr(tid)->inner_sys)
@@ -493,7 +494,7 @@ int um_next(struct um_event *ev)
                     /* a non-leader thread execed: it now has the leader's tid */
                     struct um_thread was = *thr((pid_t)msg);
                     thr((pid_t)msg)->note = NULL; /* moves with the record */
-                    thr((pid_t)msg)->own = NULL;
+                    own_filters_moved(thr((pid_t)msg));
                     thread_forget((pid_t)msg);
                     thread_forget(tid);
                     *thr(tid) = was;

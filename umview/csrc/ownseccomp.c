@@ -26,6 +26,9 @@
 struct own_filter {
     int refs;
     struct own_filter *prev;
+    /* while pending (own_pending): the call that installs it */
+    uint64_t nr;
+    unsigned flags;
     int len;
     struct sock_filter insns[];
 };
@@ -53,7 +56,20 @@ static void own_set(struct um_thread *t, struct own_filter *f)
     t->own = f;
 }
 
-void own_filters_drop(struct um_thread *t) { own_set(t, NULL); }
+void own_filters_drop(struct um_thread *t)
+{
+    own_set(t, NULL);
+    free(t->own_pending);
+    t->own_pending = NULL;
+}
+
+/* The record of a thread moves to another tid (a non-leader's exec): its
+ * filters go with the copy, the old record lets them be. */
+void own_filters_moved(struct um_thread *from)
+{
+    from->own = NULL;
+    from->own_pending = NULL;
+}
 
 /* A new thread or process has the filters of the thread that made it. */
 void own_filters_inherit(struct um_thread *child, const struct um_thread *parent) { own_set(child, parent->own); }
@@ -243,12 +259,26 @@ static struct own_filter *read_prog(pid_t tid, int abi, uint64_t uargs)
 
 static void own_synced(pid_t tid, void *f) { own_set(thr(tid), f); }
 
+/* A copy installed by thread tid (flags: the seccomp(2) flags) becomes its
+ * newest filter, or with SECCOMP_FILTER_FLAG_TSYNC every thread's of its
+ * process; NULL: installed, but not read. */
+static void own_installed(pid_t tid, struct own_filter *f, unsigned flags)
+{
+    struct own_filter *put = f ? f : OWN_UNKNOWN;
+    if (f)
+        f->prev = own_ref(thr(tid)->own);
+    if (flags & SECCOMP_FILTER_FLAG_TSYNC)
+        each_thread(tgid_of(tid), own_synced, put);
+    own_set(thr(tid), put); /* also if /proc did not list it */
+}
+
 /* The thread stopped at seccomp(2) or prctl(2) installing a filter of its
- * own (kind: own_filter_call). Unless an engine claims the call (then 0: it
- * goes its usual way, and the thread's filters become unknown), it is run to
- * its exit here, and on success the thread (with SECCOMP_FILTER_FLAG_TSYNC,
- * every thread of its process) gets the copy as its newest filter; 1: the
- * thread is resumed. */
+ * own (kind: own_filter_call). It is run to its exit here and, if it
+ * succeeded, the copy is kept (own_installed); 1: the thread is resumed. A
+ * thread whose inner tracer wants its syscall stops runs it the usual way
+ * (the exit stop is the tracer's), and the copy waits for the exit
+ * (own_filter_exit); so does one an engine claims (it may skip or rewrite
+ * it), whose filters become unknown: 0, um_next goes on with the call. */
 static int own_filter_install(pid_t tid, const struct um_sci *si, int abi, int kind)
 {
     const uint64_t *a = si->seccomp.args;
@@ -261,25 +291,52 @@ static int own_filter_install(pid_t tid, const struct um_sci *si, int abi, int k
         return 0; /* strict mode, or a bad mode: EINVAL (a view is in filter mode already) */
     unsigned flags = kind == 1 ? (uint32_t)a[1] : 0;
     struct own_filter *f = read_prog(tid, abi, a[2]);
+    if (thr(tid)->inner_sys) {
+        if (!f)
+            f = calloc(1, sizeof *f); /* read nothing: an empty copy stands for unknown */
+        if (f) {
+            f->nr = si->seccomp.nr;
+            f->flags = flags;
+        }
+        free(thr(tid)->own_pending);
+        thr(tid)->own_pending = f;
+        return 0;
+    }
     struct um_sci ex;
     uint64_t sigs = 0;
     if (inject_step(tid, SI_EXIT, &ex, &sigs)) {
         free(f);
         return 1; /* gone: its status waits for the loop */
     }
-    if (ex.exit.rval == 0) {
-        struct own_filter *put = f ? f : OWN_UNKNOWN;
-        if (f)
-            f->prev = own_ref(thr(tid)->own);
-        if (flags & SECCOMP_FILTER_FLAG_TSYNC)
-            each_thread(tgid_of(tid), own_synced, put);
-        own_set(thr(tid), put); /* also if /proc did not list it */
-    } else {
+    if (ex.exit.rval == 0)
+        own_installed(tid, f, flags);
+    else
         free(f);
-    }
     resend_signals(tid, sigs);
-    ptrace(PTRACE_CONT, tid, 0, 0);
+    resume(tid, PTRACE_CONT, 0);
     return 1;
+}
+
+/* At a syscall-exit stop: the installation own_filter_install left pending,
+ * if this is its exit (the number is still the one stopped at) and it
+ * succeeded. */
+void own_filter_exit(pid_t tid, const struct um_sci *si)
+{
+    struct own_filter *f = thr(tid)->own_pending;
+    if (!f)
+        return;
+    thr(tid)->own_pending = NULL;
+    struct user_regs_struct r;
+    if (si->op != SI_EXIT || si->exit.rval != 0 || get_regs(tid, &r) || r.orig_rax != f->nr) {
+        free(f);
+        return;
+    }
+    unsigned flags = f->flags;
+    if (f->len == 0) {
+        free(f);
+        f = NULL;
+    }
+    own_installed(tid, f, flags);
 }
 
 /* ------------------------------------------------------------------ */
@@ -287,10 +344,12 @@ static int own_filter_install(pid_t tid, const struct um_sci *si, int abi, int k
 /* ------------------------------------------------------------------ */
 
 /* THE HOOK for an inner tracer (a process of the view tracing this one
- * through the emulated ptrace, with PTRACE_O_TRACESECCOMP): a filter of the
+ * through the emulated ptrace, umview/innertrace.py): a filter of the
  * process's own answers RET_TRACE with data for the call sd of thread tid
  * (abi: UM_ABI_*). Return 1 if the inner tracer takes it, 0 if the thread
- * has no such tracer: then the call fails with ENOSYS, as the kernel fails it.
+ * has no tracer that set PTRACE_O_TRACESECCOMP: then the call fails with
+ * ENOSYS, as the kernel fails it ("a tracer will be notified if it requests
+ * PTRACE_O_TRACESECCOMP"; a tracer without it gets no stop, the call ENOSYS).
  *
  * notif NULL: tid waits at a PTRACE_EVENT_SECCOMP stop; the inner tracer
  * should see a PTRACE_EVENT_SECCOMP stop with data in its GETEVENTMSG. Else
@@ -301,13 +360,16 @@ static int own_filter_install(pid_t tid, const struct um_sci *si, int abi, int k
  * does) and show the inner tracer the seccomp stop at the restart's entry
  * stop, letting the notification that then comes again through (pass_notif).
  *
- * A hook that takes the call owns the thread's resumption. When the inner
- * tracer lets the call go on (possibly rewritten, or skipped with -1), the
- * kernel runs the filters again but takes RET_TRACE as allow: no stop of the
- * monitor's own comes. So the monitor must decide the call then, as at a stop
- * of its own filter (decide_call, then the fast path or Python, as um_next
- * does for a stop with UM_SECCOMP_DATA), whenever monitor_may_trace() says
- * one of its filters traps the call as it then is. */
+ * Wiring it to the emulation (not done): the thread record learns the
+ * tracer's PTRACE_O_TRACESECCOMP from um_set_inner (a flag like
+ * UM_INNER_SYSCALL); for such a thread own_trace_stop says so to um_next,
+ * which hands Python a UM_EV_STOP with the status of a PTRACE_EVENT_SECCOMP
+ * stop and msg = data; innertrace reports it and, when the tracer resumes
+ * the thread, has the call decided as it then stands (um_decide_stopped, as
+ * after a syscall-entry stop). The kernel runs the filters again after the
+ * tracer's stop but takes RET_TRACE as allow: no stop of the monitor's own
+ * comes, so that decision must cover every call monitor_may_trace() says one
+ * of the monitor's filters traps (um_decide_stopped looks at trap[] alone). */
 int inner_tracer_seccomp(pid_t tid, int abi, const struct seccomp_data *sd, uint32_t data,
                          const struct seccomp_notif *notif)
 {
@@ -351,8 +413,23 @@ int own_trace_stop(pid_t tid, const struct um_sci *si)
     cur_sci = *si;
     skip_call(tid, abi, si->seccomp.args, -ENOSYS);
     thr(tid)->exit_wanted = 0;
-    ptrace(PTRACE_CONT, tid, 0, 0);
+    resume(tid, PTRACE_CONT, 0); /* an inner tracer's syscall-exit stop still comes */
     return 1;
+}
+
+/* At a syscall-entry stop, before the monitor decides the call there (and
+ * lets its seccomp check pass unlooked at, pass_notif): do the thread's own
+ * filters answer TRACE for it? Then the monitor leaves it to that check
+ * (own_trace_stop, own_trace_notif), which comes before the call runs. */
+int own_filters_trace(pid_t tid, const struct um_sci *si)
+{
+    int abi = abi_of(si);
+    uint32_t data;
+    if (abi < 0 || !thr(tid)->own)
+        return 0;
+    struct seccomp_data sd = {(int)si->entry.nr, si->arch, si->instruction_pointer, {0}};
+    memcpy(sd.args, si->entry.args, sizeof sd.args);
+    return own_traces(thr(tid)->own, &sd, &data);
 }
 
 /* At a notification, before the monitor decides it: do the process's own
