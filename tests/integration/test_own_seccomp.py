@@ -21,6 +21,7 @@ import tempfile
 import pytest
 
 from conftest import NOBODY, as_user, need, need_user, run, umview_for
+from test_abis import progs  # noqa: F401 - the fixture: abicalls built for i386 and x32
 
 PROGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs")
 NOTIF = ["1", "0"]
@@ -167,6 +168,26 @@ def test_own_ret_trace_hidden_by_a_filter_the_monitor_stacks_later(prog, scratch
     with open(stats) as f:
         counts = json.loads(f.read().splitlines()[-1])
     assert counts["injected"] >= 1 and counts["own_trace"] >= 1, counts
+
+
+@pytest.mark.parametrize("notif", NOTIF)
+@pytest.mark.parametrize("abi", ["i386", "x32"])
+def test_own_ret_trace_of_another_abi(progs, scratch, abi, notif):
+    """A filter installed through the i386 (or x32) seccomp(2), whose struct
+    sock_fprog has the 32-bit layout, is copied as the kernel reads it: its
+    TRACE on open fails a read-only open (which a cow view notifies) with
+    ENOSYS, as natively. Where the kernel lacks the ABI (x32, mostly) the
+    installation fails alike."""
+    d = scratch()
+    victim = os.path.join(d, "victim")
+    with open(victim, "w") as f:
+        f.write("real\n")
+    steps = [f"open:{victim}:0", "owntrace:open", f"open:{victim}:0"]
+    native = run([progs[abi], *steps])
+    if abi == "i386":
+        assert native.stdout.decode().splitlines()[1:] == ["owntrace:open = 0", f"open:{victim}:0 = -38"]
+    viewed = in_view(progs[abi], steps, view="cow", notif=notif, layer=scratch())
+    assert (viewed.stdout, viewed.returncode) == (native.stdout, native.returncode), viewed.stderr
 
 
 def _strace_lines(text):
