@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 10
+#define UM_CORE_VERSION 11
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -145,6 +145,8 @@ struct um_stats {
                                * caller's memory (SECCOMP_IOCTL_NOTIF_ID_VALID) */
     uint64_t write_failed;    /* register or syscall-info writes that failed on a live thread
                                * (each also said on stderr; see docs/internals.md) */
+    uint64_t own_trace;       /* seccomp stops of a RET_TRACE of the process's own filter
+                               * (without an inner tracer: failed with ENOSYS) */
 };
 
 int um_core_version(void);
@@ -208,6 +210,20 @@ int um_attach(int pid);
  * the monitor answers it; natively the kernel says ENOSYS. */
 #define UM_NR_CONTROL 0x564f53 /* "VOS" */
 int um_set_control_sc(int sc);
+
+/* The SECCOMP_RET_DATA of every RET_TRACE the monitor's filters return
+ * ("UM"). A seccomp stop with other data, or with this data for a call no
+ * filter of the monitor traps, comes from a filter the process installed
+ * itself (docs/internals.md, "A process's own seccomp filters"). */
+#define UM_SECCOMP_DATA 0x554d
+/* The numbers of seccomp(2) and prctl(2) on x86_64 (x32: with its bit) and on
+ * i386: every filter of the monitor refuses a listener of the process's own
+ * and stops the installation of its other filters, whatever tables Python
+ * loaded (tests/unit/test_arch.py checks them against arch/). */
+#define UM_NR_SECCOMP_64 317
+#define UM_NR_SECCOMP_I386 354
+#define UM_NR_PRCTL_64 157
+#define UM_NR_PRCTL_I386 172
 void um_set_event_mask(int mask);
 void um_set_spin(int iterations);
 
@@ -332,3 +348,10 @@ void um_restore_signals(void);
 #define UM_FAIL_SETREGS 2  /* PTRACE_SETREGS */
 #define UM_FAIL_POKEUSER 4 /* PTRACE_POKEUSER (the return value) */
 void um_test_fail_writes(int mask);
+
+/* Run a classic BPF seccomp program as the C core runs the filters a process
+ * installs itself (len instructions of 8 bytes, struct sock_filter) on a
+ * struct seccomp_data (64 bytes): 0 and the program's answer in *ret, or
+ * -EINVAL for a program the kernel would refuse (docs/internals.md, "A
+ * process's own seccomp filters"). */
+int um_seccomp_bpf_run(const char *insns, int len, const char *data, uint32_t *ret);

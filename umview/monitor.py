@@ -426,7 +426,7 @@ class Stats:
     FIELDS = ("stops", "seccomp_stops", "exit_stops", "fast_continue", "python_events", "skipped",
               "rewritten", "path_reads", "refused", "signals", "group_stops", "processes",
               "notifications", "layer_walks", "injected", "inject_failed", "notif_events", "addfd",
-              "decided_once", "notif_stale", "write_failed")
+              "decided_once", "notif_stale", "write_failed", "own_trace")
 
     def __init__(self, **counts):
         for f in self.FIELDS:
@@ -465,6 +465,7 @@ class Stats:
                 f"  group-stops                   {self.group_stops}",
             ]
             + ([f"  register writes that failed   {self.write_failed}"] if self.write_failed else [])
+            + ([f"  own filters' RET_TRACE (ENOSYS) {self.own_trace}"] if self.own_trace else [])
         )
 
 

@@ -66,6 +66,20 @@ def test_abi_constants():
     assert list(arch.NAMES) == sorted(set(arch.NAMES))
 
 
+def test_numbers_the_c_core_knows_match_the_tables():
+    """The C core's filters refuse a seccomp listener of the process's own,
+    and stop its other filters' installation, whatever tables Python loaded:
+    it knows those numbers itself."""
+    core = pytest.importorskip("umview.core")
+    lib = core.lib
+    assert arch.X86_64.numbers["seccomp"] == lib.UM_NR_SECCOMP_64
+    assert arch.X32.numbers["seccomp"] == lib.UM_NR_SECCOMP_64 | X32_BIT
+    assert arch.I386.numbers["seccomp"] == lib.UM_NR_SECCOMP_I386
+    assert arch.X86_64.numbers["prctl"] == lib.UM_NR_PRCTL_64
+    assert arch.X32.numbers["prctl"] == lib.UM_NR_PRCTL_64 | X32_BIT
+    assert arch.I386.numbers["prctl"] == lib.UM_NR_PRCTL_I386
+
+
 def test_abi_by_audit():
     assert arch.abi_by_audit(0xC000003E, 257) is arch.X86_64
     assert arch.abi_by_audit(0xC000003E, 520 | X32_BIT) is arch.X32

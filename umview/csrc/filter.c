@@ -44,11 +44,11 @@ static void emit_search(struct bpf_buf *b, int abi, const long *nrs, const unsig
                 emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
                                                      offsetof(struct seccomp_data, args) + 8 * (uint32_t)arg));
                 emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, O_WRITES_, 0, 1));
-                emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE));
+                emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, RET_TRACE_UM));
                 emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF));
                 continue;
             }
-            uint32_t ret = notifies(how[nrs[i]]) ? SECCOMP_RET_USER_NOTIF : SECCOMP_RET_TRACE;
+            uint32_t ret = notifies(how[nrs[i]]) ? SECCOMP_RET_USER_NOTIF : RET_TRACE_UM;
             emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nrs[i] | bias, 0, 1));
             emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, ret));
         }
@@ -79,7 +79,47 @@ static int collect(const unsigned char *tab, long *out)
 static void emit_control(struct bpf_buf *b, uint32_t bias)
 {
     emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, UM_NR_CONTROL | bias, 0, 1));
-    emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, RET_TRACE_UM));
+}
+
+/* Filters of the process's own (docs/internals.md, "A process's own seccomp
+ * filters"). A listener would outrank the view (RET_USER_NOTIF beats
+ * RET_TRACE, and a CONTINUE answer skips every filter of lower precedence):
+ * seccomp(2) asking for one (SECCOMP_SET_MODE_FILTER with
+ * SECCOMP_FILTER_FLAG_NEW_LISTENER) fails with EBUSY, as the kernel refuses a
+ * second listener in a filter tree. Any other filter it installs, and every
+ * prctl(PR_SET_SECCOMP) (which cannot ask for a listener: its flags are 0),
+ * stops: own_trace_stop runs it and keeps a copy. op, flags and option are
+ * ints: their low words. The accumulator holds the number (with its bias)
+ * and holds it again after. */
+static void emit_own_filters(struct bpf_buf *b, uint32_t nr_seccomp, uint32_t nr_prctl)
+{
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr_seccomp, 0, 6));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args)));
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SECCOMP_SET_MODE_FILTER, 0, 8));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args) + 8));
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, SECCOMP_FILTER_FLAG_NEW_LISTENER, 0, 1));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EBUSY));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, RET_TRACE_UM));
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr_prctl, 0, 4));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args)));
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PR_SET_SECCOMP, 0, 1));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, RET_TRACE_UM));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
+}
+
+/* What emit_own_filters stops, as C sees it: 1 for seccomp(2) installing a
+ * filter without a listener, 2 for prctl(PR_SET_SECCOMP), else 0. */
+int own_filter_call(int abi, uint64_t nr, const uint64_t *args)
+{
+    uint64_t bias = abi == UM_ABI_X32 ? (uint64_t)X32_BIT : 0;
+    int i386 = abi == UM_ABI_I386;
+    if (nr == (i386 ? UM_NR_SECCOMP_I386 : UM_NR_SECCOMP_64 | bias))
+        return (uint32_t)args[0] == SECCOMP_SET_MODE_FILTER &&
+               !((uint32_t)args[1] & SECCOMP_FILTER_FLAG_NEW_LISTENER);
+    if (nr == (i386 ? UM_NR_PRCTL_I386 : UM_NR_PRCTL_64 | bias))
+        return (uint32_t)args[0] == PR_SET_SECCOMP ? 2 : 0;
+    return 0;
 }
 
 /* The filter of the trap table tab (trap classes per ABI and number). */
@@ -106,22 +146,44 @@ static int build_filter_of(struct bpf_buf *b, unsigned char (*tab)[MAX_NR])
     emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, (uint32_t)X32_BIT, 0, 1));
     emit(b, (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, 0)); /* -> LX32 */
     emit_control(b, 0);
+    emit_own_filters(b, UM_NR_SECCOMP_64, UM_NR_PRCTL_64);
     emit_search(b, UM_ABI_X86_64, nrs, tab[UM_ABI_X86_64], 0, collect(tab[UM_ABI_X86_64], nrs), 0);
 
     int lx32 = b->n;
     b->f[jx32 + 1].k = (uint32_t)(lx32 - (jx32 + 1) - 1);
     emit_control(b, (uint32_t)X32_BIT);
+    emit_own_filters(b, UM_NR_SECCOMP_64 | (uint32_t)X32_BIT, UM_NR_PRCTL_64 | (uint32_t)X32_BIT);
     emit_search(b, UM_ABI_X32, nrs, tab[UM_ABI_X32], 0, collect(tab[UM_ABI_X32], nrs), (uint32_t)X32_BIT);
 
     int l32 = b->n;
     b->f[j32 + 1].k = (uint32_t)(l32 - (j32 + 1) - 1);
     emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
     emit_control(b, 0);
+    emit_own_filters(b, UM_NR_SECCOMP_I386, UM_NR_PRCTL_I386);
     emit_search(b, UM_ABI_I386, nrs, tab[UM_ABI_I386], 0, collect(tab[UM_ABI_I386], nrs), 0);
     return b->overflow ? -E2BIG : 0;
 }
 
 static int build_filter(struct bpf_buf *b) { return build_filter_of(b, trap); }
+
+/* Could a filter of the monitor return RET_TRACE for this call (nr with its
+ * bias)? The control call, a filter's installation, and any number it traps:
+ * the first filter traps the spawn's (a notified one only with write flags,
+ * but a stacked filter traps it as a ptrace stop), a stacked one also those
+ * added since. Generous where it cannot know which filters a process has: a
+ * call it says yes to is taken as the monitor's. */
+int monitor_may_trace(int abi, uint64_t nr, const uint64_t *args)
+{
+    if (abi < 0 || abi >= UM_NABI)
+        return 0;
+    if (own_filter_call(abi, nr, args))
+        return 1;
+    if (abi == UM_ABI_X32)
+        nr &= ~(uint64_t)X32_BIT;
+    if (nr == UM_NR_CONTROL)
+        return 1;
+    return nr < MAX_NR && (trap[abi][nr] || extra_trap[abi][nr]);
+}
 
 int any_notif(void)
 {
@@ -162,6 +224,12 @@ int install_filter(int *listener)
 static struct bpf_buf inject_buf;
 int inject_ready; /* inject_buf holds the filter of the current traps */
 
+static void filter_stacked(pid_t tid, void *arg)
+{
+    (void)arg;
+    thr(tid)->need_filter = 0;
+}
+
 /* Stack a filter of every current trap (all as ptrace stops: a new listener
  * would be nobody's) on the process of a thread at an interrupt stop, for all
  * its threads (TSYNC). Its registers are put back as they were, with the
@@ -169,19 +237,7 @@ int inject_ready; /* inject_buf holds the filter of the current traps */
 void inject_filter(pid_t tid)
 {
     struct user_regs_struct saved;
-    char task[64];
-    int tgid = tid;
-    {
-        char path[64], line[128];
-        snprintf(path, sizeof path, "/proc/%d/status", tid);
-        FILE *f = fopen(path, "r");
-        if (f) {
-            while (fgets(line, sizeof line, f))
-                if (sscanf(line, "Tgid: %d", &tgid) == 1)
-                    break;
-            fclose(f);
-        }
-    }
+    pid_t tgid = tgid_of(tid);
     uint64_t sigs = 0;
     if (!inject_ready || get_regs(tid, &saved))
         goto done;
@@ -241,17 +297,7 @@ void inject_filter(pid_t tid)
 done:
     /* done or not doable: no thread of the process asks again */
     thr(tid)->need_filter = 0;
-    snprintf(task, sizeof task, "/proc/%d/task", tgid);
-    DIR *dir = opendir(task);
-    if (dir) {
-        struct dirent *de;
-        while ((de = readdir(dir))) {
-            int t = atoi(de->d_name);
-            if (t > 0)
-                thr(t)->need_filter = 0;
-        }
-        closedir(dir);
-    }
+    each_thread(tgid, filter_stacked, NULL);
 }
 
 /* The filter to stack: every trap, the spawn's and those added since, all

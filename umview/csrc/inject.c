@@ -62,7 +62,7 @@ static pid_t wait_tid(pid_t tid, int *status)
  * resumed; a signal-delivery stop (SIGSTOP: the others are blocked) is
  * suppressed and its signal kept in *sigs to be sent again. -ESRCH if the
  * thread died (its status is kept for um_next). */
-static int inject_step(pid_t tid, int op, struct um_sci *si, uint64_t *sigs)
+int inject_step(pid_t tid, int op, struct um_sci *si, uint64_t *sigs)
 {
     if (ptrace(PTRACE_SYSCALL, tid, 0, 0))
         return -errno;
@@ -185,8 +185,14 @@ int um_inject(int tid, int abi, long nr, const uint64_t *args, int64_t *result)
         return e;
     write_failed(tid, "the signal mask could not be restored after an injected call",
                  ptrace(PTRACE_SETSIGMASK, tid, sizeof mask, &mask) ? -errno : 0);
+    resend_signals(tid, sigs);
+    return e;
+}
+
+/* Send tid again the signals inject_step kept from it. */
+void resend_signals(pid_t tid, uint64_t sigs)
+{
     for (int s = 1; s <= 64; s++)
         if (sigs & (1ULL << (s - 1)))
             syscall(SYS_tkill, tid, s);
-    return e;
 }

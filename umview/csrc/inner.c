@@ -65,6 +65,10 @@ int um_decide_stopped(int tid, struct um_event *ev)
         resume(tid, PTRACE_CONT, 0);
         return 0;
     }
+    if (si.op == SI_ENTRY && own_filters_trace(tid, &si)) {
+        resume(tid, PTRACE_CONT, 0); /* its own filter's TRACE: at its seccomp check (ownseccomp.c) */
+        return 0;
+    }
     int abi = abi_of(&si);
     long nr = abi == UM_ABI_X32 ? (long)(si.entry.nr & ~X32_BIT) : (long)si.entry.nr;
     int trapped = abi >= 0 && nr >= 0 && nr < MAX_NR && trap[abi][nr];

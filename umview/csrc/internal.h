@@ -13,7 +13,8 @@
  * The files, one per concern: loop.c (um_next, waiting, signals, group-stop,
  * held forks), notif.c (the listener: serve, hand over, answer, addfd),
  * decide.c (the fast-path decision), layerset.c (the layer set), filter.c
- * (building, installing and stacking filters), tracee.c (memory and
+ * (building, installing and stacking filters), ownseccomp.c (a seccomp
+ * stop of a filter the process installed itself), tracee.c (memory and
  * registers), spawn.c (spawn, attach), inject.c (injected calls), tables.c
  * (what Python fills), thread.c (per-thread state).
  *
@@ -76,6 +77,8 @@
 #define TRACE_OPTIONS \
     (PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | \
      PTRACE_O_TRACEEXEC | PTRACE_O_TRACESECCOMP | PTRACE_O_EXITKILL)
+/* every RET_TRACE of the monitor's filters carries its data (core.h) */
+#define RET_TRACE_UM (SECCOMP_RET_TRACE | UM_SECCOMP_DATA)
 #define AT_FDCWD_ -100
 #define AT_EMPTY_PATH_ 0x1000
 
@@ -110,6 +113,8 @@ struct regmap {
 #define UR(f) (int)offsetof(struct user_regs_struct, f)
 #define REG(r, off) (*(unsigned long long *)((char *)(r) + (off)))
 
+struct own_filter; /* ownseccomp.c */
+
 /* What the loop knows of one thread, indexed by tid (thread.c: a lazily
  * touched array over pid_max). Zero is a thread never seen. */
 struct um_thread {
@@ -135,6 +140,9 @@ struct um_thread {
     unsigned opts_dirty : 1;  /* its ptrace options change at its next stop (it was running) */
     long wait_nr;             /* blocked in a wait made pause: restart as this call (um_set_wait_nr) */
     struct um_note *note;     /* redirected: the decision for the restart (decide once) */
+    struct own_filter *own;   /* the seccomp filters it installed itself, newest first
+                               * (shared, counted; OWN_UNKNOWN: some the monitor did not see) */
+    struct own_filter *own_pending; /* one it is installing, kept at the call's exit stop */
 };
 
 /* A call a notification sent to Python, redirected to a ptrace stop: its
@@ -172,13 +180,30 @@ int decide_call(pid_t tid, struct um_decide_in *in, int *read);
 
 /* filter.c */
 int any_notif(void);
+int monitor_may_trace(int abi, uint64_t nr, const uint64_t *args);
+int own_filter_call(int abi, uint64_t nr, const uint64_t *args);
 int install_filter(int *listener);
 extern int inject_ready;
 void inject_filter(pid_t tid);
 int build_inject(void);
 
+/* ownseccomp.c */
+#define OWN_UNKNOWN ((struct own_filter *)1)
+int own_trace_stop(pid_t tid, const struct um_sci *si);
+int own_trace_notif(const struct seccomp_notif *req);
+int own_filters_trace(pid_t tid, const struct um_sci *si);
+int inner_tracer_seccomp(pid_t tid, int abi, const struct seccomp_data *sd, uint32_t data,
+                         const struct seccomp_notif *notif);
+void own_filters_inherit(struct um_thread *child, const struct um_thread *parent);
+void own_filters_drop(struct um_thread *t);
+void own_filters_moved(struct um_thread *from);
+void own_filter_exit(pid_t tid, const struct um_sci *si);
+void own_filters_attached(pid_t tid);
+
 /* inject.c */
 uint64_t vdso_syscall(pid_t tid);
+int inject_step(pid_t tid, int op, struct um_sci *si, uint64_t *sigs);
+void resend_signals(pid_t tid, uint64_t sigs);
 long run_call(pid_t tid, const struct user_regs_struct *base, uint64_t at, long nr,
                      uint64_t a0, uint64_t a1, uint64_t a2, uint64_t *sigs);
 
@@ -246,6 +271,9 @@ extern struct um_sci cur_sci;
 extern pid_t cur_tid;
 struct um_thread *thr(pid_t tid); /* never NULL: a scratch record for a tid out of range */
 void thread_forget(pid_t tid);      /* the thread is gone: its tid starts afresh */
+int status_field(pid_t tid, const char *name, int absent); /* a number of /proc/TID/status */
+pid_t tgid_of(pid_t tid);           /* its process (from /proc), tid if unknown */
+void each_thread(pid_t tgid, void (*fn)(pid_t tid, void *arg), void *arg); /* from /proc */
 pid_t thread_max_seen(void);        /* the highest tid ever recorded */
 void note_redirect(pid_t tid, int abi, int sc, uint64_t nr, const uint64_t *args, const char (*path)[UM_PATH_BUF],
                    const int *path_len, const int *path_kind);

@@ -370,6 +370,8 @@ int um_next(struct um_event *ev)
                 resume(tid, PTRACE_CONT, 0);
                 continue;
             }
+            if (own_trace_stop(tid, &si))
+                continue; /* a RET_TRACE of the process's own filter (ownseccomp.c) */
             int abi = abi_of(&si);
             dec.abi = abi;
             dec.nr = si.seccomp.nr;
@@ -431,6 +433,7 @@ int um_next(struct um_event *ev)
             }
             /* a syscall-exit stop */
             stats.exit_stops++;
+            own_filter_exit(tid, &si); /* a filter of its own installed (ownseccomp.c) */
             if (!thr(tid)->exit_wanted || si.op != SI_EXIT) {
                 thr(tid)->exit_wanted = 0;
                 if (si.op == SI_EXIT && thr(tid)->inner_sys)
@@ -470,6 +473,7 @@ int um_next(struct um_event *ev)
                     c->vcwd = parent->vcwd;
                     c->faithful = parent->faithful;
                     c->need_filter |= parent->need_filter;
+                    own_filters_inherit(c, parent);
                     if (held) {
                         unhold(child);
                         held_release = child;
@@ -492,6 +496,7 @@ int um_next(struct um_event *ev)
                     /* a non-leader thread execed: it now has the leader's tid */
                     struct um_thread was = *thr((pid_t)msg);
                     thr((pid_t)msg)->note = NULL; /* moves with the record */
+                    own_filters_moved(thr((pid_t)msg));
                     thread_forget((pid_t)msg);
                     thread_forget(tid);
                     *thr(tid) = was;

@@ -40,6 +40,8 @@ void serve_notification(int may_hand)
         /* a call um_inject runs: the monitor's own, no look */
     } else if (thr(tid)->pass_notif) {
         thr(tid)->pass_notif = 0;
+    } else if (own_trace_notif(&req)) {
+        return; /* its own filter's TRACE (ownseccomp.c): answered or taken */
     } else {
         int abi = abi_from(req.data.arch, req.data.nr), read;
         dec.abi = abi;

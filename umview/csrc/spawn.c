@@ -298,6 +298,7 @@ int um_attach(int pid)
         }
         thread_forget(t);
         thr(t)->seen = thr(t)->announced = thr(t)->need_filter = 1;
+        own_filters_attached(t);
         stats.processes++;
         ptrace(PTRACE_INTERRUPT, t, 0, 0);
         n++;

@@ -53,7 +53,45 @@ void thread_forget(pid_t tid)
 {
     struct um_thread *t = thr(tid);
     free(t->note);
+    own_filters_drop(t);
     memset(t, 0, sizeof *t);
+}
+
+int status_field(pid_t tid, const char *name, int absent)
+{
+    char path[64], line[128];
+    size_t n = strlen(name);
+    int value = absent;
+    snprintf(path, sizeof path, "/proc/%d/status", tid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return absent;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, name, n) == 0 && line[n] == ':') {
+            if (sscanf(line + n + 1, "%d", &value) != 1)
+                value = absent;
+            break;
+        }
+    fclose(f);
+    return value;
+}
+
+pid_t tgid_of(pid_t tid) { return status_field(tid, "Tgid", tid); }
+
+void each_thread(pid_t tgid, void (*fn)(pid_t tid, void *arg), void *arg)
+{
+    char task[64];
+    snprintf(task, sizeof task, "/proc/%d/task", tgid);
+    DIR *dir = opendir(task);
+    if (!dir)
+        return;
+    struct dirent *de;
+    while ((de = readdir(dir))) {
+        int t = atoi(de->d_name);
+        if (t > 0)
+            fn(t, arg);
+    }
+    closedir(dir);
 }
 
 /* Remember that the call tid waits in was decided for Python, with what C

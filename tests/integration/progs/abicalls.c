@@ -9,7 +9,10 @@
  * Output and exit go through the process's own ABI. OPs: open:PATH:FLAGS (octal;
  * the fd is closed again), creat:PATH, chmod:PATH:MODE, fchmod:PATH:MODE (opened
  * read-only first), fchown:PATH:UID:GID, rename:OLD:NEW, unlink:PATH,
- * truncate:PATH:LENGTH, utimensat:PATH (times 0), mkdir:PATH, socket:FAMILY.
+ * truncate:PATH:LENGTH, utimensat:PATH (times 0), mkdir:PATH, socket:FAMILY,
+ * owntrace:OP: a seccomp filter of its own (installed through this ABI, with
+ * its 32-bit struct sock_fprog) that answers RET_TRACE to the ABI's call of OP
+ * (open or mkdir); 0 once installed.
  */
 typedef unsigned long ulong;
 
@@ -17,12 +20,14 @@ typedef unsigned long ulong;
 #define BIT 0x40000000L
 enum { NR_open = 2, NR_creat = 85, NR_close = 3, NR_chmod = 90, NR_fchmod = 91, NR_fchown = 93,
        NR_rename = 82, NR_unlink = 87, NR_truncate = 76, NR_utimensat = 280, NR_mkdir = 83,
-       NR_socket = 41 };
+       NR_socket = 41, NR_prctl = 157, NR_seccomp = 317 };
+#define ARCH 0xC000003EL /* AUDIT_ARCH_X86_64: x32 calls are x86_64's, with the bit */
 static long call6(long nr, long a, long b, long c, long d)
 {
     long r;
     register long r10 __asm__("r10") = d;
-    __asm__ volatile("syscall" : "=a"(r) : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10)
+    register long r8 __asm__("r8") = 0; /* a fifth argument of 0 (prctl checks it) */
+    __asm__ volatile("syscall" : "=a"(r) : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8)
                      : "rcx", "r11", "memory");
     return r;
 }
@@ -33,11 +38,14 @@ static long call6(long nr, long a, long b, long c, long d)
 #else
 enum { NR_open = 5, NR_creat = 8, NR_close = 6, NR_chmod = 15, NR_fchmod = 94,
        NR_fchown = 207 /* fchown32 */, NR_rename = 38, NR_unlink = 10, NR_truncate = 92,
-       NR_utimensat = 320, NR_mkdir = 39, NR_socket = 359 };
+       NR_utimensat = 320, NR_mkdir = 39, NR_socket = 359, NR_prctl = 172, NR_seccomp = 354 };
+#define BIT 0L
+#define ARCH 0x40000003L /* AUDIT_ARCH_I386 */
 static long call6(long nr, long a, long b, long c, long d)
 {
     long r;
-    __asm__ volatile("int $0x80" : "=a"(r) : "a"(nr), "b"(a), "c"(b), "d"(c), "S"(d) : "memory");
+    /* a fifth argument of 0 (prctl checks it) */
+    __asm__ volatile("int $0x80" : "=a"(r) : "a"(nr), "b"(a), "c"(b), "d"(c), "S"(d), "D"(0L) : "memory");
     return r;
 }
 #define NATIVE(nr, a, b, c) call6(nr, a, b, c, 0)
@@ -110,6 +118,21 @@ static long run(char **f, int n)
         r = ABI(NR_socket, num(f[1], 10), 1 /* SOCK_STREAM */, 0, 0);
         if (r >= 0) ABI(NR_close, r, 0, 0, 0);
         return r < 0 ? r : 0;
+    }
+    if (eq(op, "owntrace") && n == 2) {
+        /* static: a 32-bit address even in the x32 build (non-PIE) */
+        static struct { unsigned short code; unsigned char jt, jf; unsigned int k; } prog[6];
+        static struct { unsigned short len; unsigned int filter; } fprog = {6, 0};
+        long nr = (eq(f[1], "open") ? NR_open : NR_mkdir) | BIT;
+        prog[0].code = 0x20, prog[0].k = 4;                         /* ld [arch] */
+        prog[1].code = 0x15, prog[1].k = (unsigned)ARCH, prog[1].jf = 3; /* jeq ARCH, 0, allow */
+        prog[2].code = 0x20, prog[2].k = 0;                         /* ld [nr] */
+        prog[3].code = 0x15, prog[3].k = (unsigned)nr, prog[3].jf = 1;   /* jeq nr, 0, allow */
+        prog[4].code = 0x06, prog[4].k = 0x7ff00000 | 7;            /* ret TRACE|7 */
+        prog[5].code = 0x06, prog[5].k = 0x7fff0000;                /* ret ALLOW */
+        fprog.filter = (unsigned int)(unsigned long)prog;
+        r = ABI(NR_prctl, 38 /* PR_SET_NO_NEW_PRIVS */, 1, 0, 0);
+        return r < 0 ? r : ABI(NR_seccomp, 1 /* SECCOMP_SET_MODE_FILTER */, 0, (long)&fprog, 0);
     }
     out("bad op: ");
     out(op);
