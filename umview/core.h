@@ -65,6 +65,7 @@
 #define UM_FORK_THREAD 1
 #define UM_FORK_VFORK 2
 #define UM_FORK_HELD 8 /* internal: the child waits for this event's reply */
+#define UM_FORK_RAN 128 /* the child was let run before this event (its first stop is past) */
 #define UM_EXIT_AFTER_EXEC 4 /* ev->flags at UM_EV_SYSCALL_EXIT: the call execed */
 #define UM_FROM_ENTRY 16     /* internal: a UM_EV_SYSCALL taken at a syscall-entry stop */
 #define UM_HOLD 32           /* Python sets it in ev->flags at UM_EV_STOP, UM_EV_SYSCALL_EXIT,

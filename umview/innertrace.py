@@ -496,6 +496,8 @@ class InnerTracing(Engine):
         self._sync(child)
         if flags & lib.UM_FORK_HELD:
             self._initial(child)  # held at its first stop by the C core
+        elif flags & lib.UM_FORK_RAN:
+            lib.um_interrupt(ev.msg)  # its first stop is past: a stop to stand for it
         t.eventmsg = ev.msg
         return self._report(t, _stop(signal.SIGTRAP, event), "event")
 

@@ -459,6 +459,9 @@ int um_next(struct um_event *ev)
             if (event == PTRACE_EVENT_FORK || event == PTRACE_EVENT_VFORK || event == PTRACE_EVENT_CLONE) {
                 ptrace(PTRACE_GETEVENTMSG, tid, 0, &msg);
                 pid_t child = (pid_t)msg, held_release = 0;
+                /* its first stop came, and it was let go before this event (any
+                 * exit releases the held, see release_all_held): it runs */
+                int ran = msg > 0 && thr(child)->seen && !thr(child)->held;
                 if (msg > 0 && !thr(child)->seen) {
                     thr(child)->seen = 1;
                     stats.processes++;
@@ -483,7 +486,7 @@ int um_next(struct um_event *ev)
                     return process_event(ev, UM_EV_FORK, tid, (long)msg,
                                          (event == PTRACE_EVENT_CLONE ? UM_FORK_THREAD
                                           : event == PTRACE_EVENT_VFORK ? UM_FORK_VFORK : 0) |
-                                             (held_release ? UM_FORK_HELD : 0) |
+                                             (held_release ? UM_FORK_HELD : 0) | (ran ? UM_FORK_RAN : 0) |
                                              (thr(tid)->inner ? UM_INNER_EVENT : 0),
                                          status);
                 if (held_release)
