@@ -243,6 +243,7 @@ int um_spawn_error(void);
 #define UM_INNER 1          /* it has an inner tracer */
 #define UM_INNER_SYSCALL 2  /* ... who resumed it with PTRACE_SYSCALL: syscall stops */
 #define UM_INNER_EXITEV 4   /* ... who wants PTRACE_EVENT_EXIT stops (a real option) */
+#define UM_INNER_SECCOMP 8  /* ... who wants PTRACE_EVENT_SECCOMP stops of its own filters */
 int um_set_inner(int tid, int flags);
 /* Resume a thread Python held (UM_HOLD): req is PTRACE_CONT (made PTRACE_SYSCALL
  * when a syscall stop is wanted), PTRACE_SINGLESTEP or PTRACE_LISTEN; sig the

@@ -288,6 +288,8 @@ class InnerTracing(Engine):
             flags |= lib.UM_INNER_SYSCALL
         if t.options & O_TRACEEXIT:
             flags |= lib.UM_INNER_EXITEV
+        if t.options & O_TRACESECCOMP:
+            flags |= lib.UM_INNER_SECCOMP
         lib.um_set_inner(t.tid, flags)
 
     def _request(self, call, t, req, pid, addr, data):
@@ -421,7 +423,7 @@ class InnerTracing(Engine):
         deliver = sig if kind == "signal" else 0
         if sig and kind != "signal":
             _tgkill(tid, sig)  # injected at a stop that is not a signal's: sent
-        if kind == "entry":
+        if kind in ("entry", "seccomp"):
             # the call goes on: now the view decides it, as it now stands
             self.monitor.defer(lambda: self._decide(tid))
             return 0
@@ -464,6 +466,10 @@ class InnerTracing(Engine):
                 t.interrupt = False
                 return self._report(t, _stop(signal.SIGTRAP, EVENT_STOP), "interrupt")
             return False  # the monitor's own interrupt
+        if event == EVENT_SECCOMP:
+            t.eventmsg = ev.msg  # the filter's SECCOMP_RET_DATA
+            t.shown_nr = None
+            return self._report(t, _stop(signal.SIGTRAP, EVENT_SECCOMP), "seccomp")
         if event in (EVENT_EXIT, EVENT_VFORK_DONE):
             t.eventmsg = ev.msg
             return self._report(t, _stop(signal.SIGTRAP, event), "event")
@@ -535,7 +541,7 @@ class InnerTracing(Engine):
             if other.options & O_EXITKILL:
                 _tgkill(other.tid, signal.SIGKILL)
             elif other.state == "stopped":
-                if other.kind == "entry":
+                if other.kind in ("entry", "seccomp"):
                     self.monitor.defer(lambda tid=other.tid: self._decide(tid))
                 else:
                     lib.um_resume(other.tid, lib_PTRACE_LISTEN if other.kind == "group" else lib_PTRACE_CONT,

@@ -26,14 +26,14 @@ def _normalize(text):
     return text
 
 
-def strace_ff(tmp_path, name, cmd, opts=(), env=None):
+def strace_ff(tmp_path, name, cmd, opts=(), env=None, strace_opts=()):
     """strace -ff of cmd in tmp_path/work, natively or in a view (opts:
     umview's); the logs of every process, normalized and sorted (their pids
     differ), and the status."""
     logdir = tmp_path / name
     logdir.mkdir()
     (tmp_path / "work").mkdir(exist_ok=True)
-    argv = ["strace", "-ff", "-qq", "-e", TRACED, "-o", str(logdir / "log"), *cmd]
+    argv = ["strace", "-ff", "-qq", *strace_opts, "-e", TRACED, "-o", str(logdir / "log"), *cmd]
     if opts is not None:
         argv = umview_argv(*opts, "--", *argv)
     r = run(argv, cwd=tmp_path / "work", env=env)
@@ -71,6 +71,22 @@ def test_strace_f_logs_inside_a_view_what_it_logs_natively(tmp_path, what):
     assert len(nlogs) > 1
     assert vlogs == nlogs, "\n".join(difflib.unified_diff("".join(nlogs).splitlines(), "".join(vlogs).splitlines(),
                                                          "native", "view", lineterm="", n=1))
+
+
+@pytest.mark.parametrize("notif", ["0", "1"])
+@pytest.mark.parametrize("module", [(), ("-p", "unreal")], ids=["no-module", "unreal"])
+def test_strace_seccomp_bpf_logs_inside_a_view_what_it_logs_natively(tmp_path, module, notif):
+    """strace --seccomp-bpf: its own filter's RET_TRACE stops reach it as
+    PTRACE_EVENT_SECCOMP, also for calls the view's notification traps."""
+    need("strace")
+    env = dict(os.environ, UMVIEW_NOTIF=notif)
+    cmd = COMMANDS["coreutils"]
+    results = [strace_ff(tmp_path, where, cmd, opts=opts, env=env, strace_opts=["--seccomp-bpf"])
+               for where, opts in (("native", None), ("view", module))]
+    (native, nlogs), (viewed, vlogs) = results
+    assert (viewed.returncode, viewed.stdout, viewed.stderr) == (native.returncode, native.stdout, native.stderr)
+    assert len(nlogs) > 1
+    assert vlogs == nlogs
 
 
 def test_strace_gives_the_status_of_its_command_inside_a_view():

@@ -22,6 +22,7 @@ int um_set_inner(int tid, int flags)
     t->inner = !!(flags & UM_INNER);
     t->inner_sys = t->inner && (flags & UM_INNER_SYSCALL);
     t->inner_exitev = t->inner && (flags & UM_INNER_EXITEV);
+    t->inner_seccomp = t->inner && (flags & UM_INNER_SECCOMP);
     if (t->inner_exitev != was_exitev || t->opts_dirty)
         apply_options(tid);
     return 0;
@@ -65,19 +66,28 @@ int um_decide_stopped(int tid, struct um_event *ev)
         resume(tid, PTRACE_CONT, 0);
         return 0;
     }
-    if (si.op == SI_ENTRY && own_filters_trace(tid, &si)) {
+    int stand_in = thr(tid)->seccomp_stand_in; /* this entry stop was its seccomp stop (loop.c) */
+    thr(tid)->seccomp_stand_in = 0;
+    if (si.op == SI_ENTRY && !stand_in && own_filters_trace(tid, &si)) {
         resume(tid, PTRACE_CONT, 0); /* its own filter's TRACE: at its seccomp check (ownseccomp.c) */
         return 0;
     }
     int abi = abi_of(&si);
     long nr = abi == UM_ABI_X32 ? (long)(si.entry.nr & ~X32_BIT) : (long)si.entry.nr;
-    int trapped = abi >= 0 && nr >= 0 && nr < MAX_NR && trap[abi][nr];
+    /* at a seccomp stop of the process's own filter the kernel takes TRACE as
+     * allow afterwards: no stop of the monitor's comes, decide every call one
+     * of its filters may trap */
+    int trapped = abi >= 0 && nr >= 0 && nr < MAX_NR &&
+                  (si.op == SI_SECCOMP ? monitor_may_trace(abi, si.entry.nr, si.entry.args) : trap[abi][nr]);
     dec.abi = abi;
     dec.nr = si.entry.nr;
     memcpy(dec.args, si.entry.args, sizeof dec.args);
     int d = abi < 0 || !trapped ? UM_DECIDE_NATIVE : decide_call(tid, &dec, NULL);
     if (d == UM_DECIDE_PYTHON) {
-        return call_event(ev, tid, &si, abi, dec.sc, UM_FROM_ENTRY, dec.path, dec.path_len, dec.path_kind);
+        /* at an entry stop its seccomp check is still to come (pass_notif);
+         * at a seccomp stop it is past */
+        return call_event(ev, tid, &si, abi, dec.sc, si.op == SI_ENTRY ? UM_FROM_ENTRY : 0, dec.path, dec.path_len,
+                          dec.path_kind);
     }
     if (d == UM_DECIDE_REFUSE) {
         stats.refused++;

@@ -137,7 +137,11 @@ struct um_thread {
     unsigned inner_sys : 1;   /* ... who wants its syscall stops: resumed with PTRACE_SYSCALL */
     unsigned inner_exitev : 1;/* ... who wants PTRACE_EVENT_EXIT (set as a real option) */
     unsigned py_int : 1;      /* Python interrupted it (um_interrupt): the stop is Python's */
-    unsigned opts_dirty : 1;  /* its ptrace options change at its next stop (it was running) */
+    unsigned inner_seccomp : 1; /* ... who asked for PTRACE_EVENT_SECCOMP stops */
+    unsigned opts_dirty : 1;
+    unsigned seccomp_redirect : 1; /* its restart's entry stop is its inner tracer's seccomp stop */
+    uint32_t seccomp_data;    /* ... with this SECCOMP_RET_DATA */
+    unsigned seccomp_stand_in : 1; /* held at that entry stop: its filters' TRACE was reported */  /* its ptrace options change at its next stop (it was running) */
     long wait_nr;             /* blocked in a wait made pause: restart as this call (um_set_wait_nr) */
     struct um_note *note;     /* redirected: the decision for the restart (decide once) */
     struct own_filter *own;   /* the seccomp filters it installed itself, newest first

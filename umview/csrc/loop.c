@@ -370,7 +370,10 @@ int um_next(struct um_event *ev)
                 resume(tid, PTRACE_CONT, 0);
                 continue;
             }
-            if (own_trace_stop(tid, &si))
+            int own = own_trace_stop(tid, &si);
+            if (own == 2) /* for the inner tracer: PTRACE_EVENT_SECCOMP, with the filter's data */
+                return stop_event(ev, tid, status, (long)si.seccomp.ret_data, &si);
+            if (own)
                 continue; /* a RET_TRACE of the process's own filter (ownseccomp.c) */
             int abi = abi_of(&si);
             dec.abi = abi;
@@ -397,6 +400,15 @@ int um_next(struct um_event *ev)
                 thr(tid)->exit_wanted = thr(tid)->await_entry = 0;
                 ptrace(PTRACE_CONT, tid, 0, 0);
                 continue;
+            }
+            if (si.op == SI_ENTRY && thr(tid)->seccomp_redirect) {
+                /* a process filter's TRACE the monitor's notification hid, for
+                 * the inner tracer (ownseccomp.c): a seccomp stop it is */
+                struct um_thread *t = thr(tid);
+                t->seccomp_redirect = t->await_entry = 0;
+                t->seccomp_stand_in = 1;
+                free(note_take(tid, -1, 0, NULL));
+                return stop_event(ev, tid, 0x7f | (SIGTRAP << 8) | (PTRACE_EVENT_SECCOMP << 16), t->seccomp_data, &si);
             }
             if (si.op == SI_ENTRY && !thr(tid)->await_entry && thr(tid)->inner_sys)
                 return stop_event(ev, tid, status, UM_STOP_ENTRY, &si); /* the inner tracer's */

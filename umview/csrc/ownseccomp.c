@@ -373,12 +373,23 @@ void own_filter_exit(pid_t tid, const struct um_sci *si)
 int inner_tracer_seccomp(pid_t tid, int abi, const struct seccomp_data *sd, uint32_t data,
                          const struct seccomp_notif *notif)
 {
-    (void)tid;
     (void)abi;
     (void)sd;
-    (void)data;
-    (void)notif;
-    return 0; /* no emulated ptrace yet */
+    struct um_thread *t = thr(tid);
+    if (!t->inner || !t->inner_seccomp)
+        return 0;
+    /* at a seccomp stop of a thread whose inner tracer asked for them: its
+     * stop (2: um_next hands it to Python as UM_EV_STOP) */
+    if (!notif)
+        return 2;
+    /* the monitor's notification hid it: the call is interrupted, unanswered,
+     * and its restart's entry stop stands for the seccomp stop (loop.c) */
+    if (ptrace(PTRACE_INTERRUPT, tid, 0, 0))
+        return 0;
+    t->redirected = 1;
+    t->seccomp_redirect = 1;
+    t->seccomp_data = data;
+    return 1;
 }
 
 /* At a seccomp stop: if a filter of the process's own answered TRACE, deal
@@ -406,8 +417,9 @@ int own_trace_stop(pid_t tid, const struct um_sci *si)
         return kind ? own_filter_install(tid, si, abi, kind) : 0;
     }
     stats.own_trace++;
-    if (inner_tracer_seccomp(tid, abi, &sd, data, NULL))
-        return 1;
+    int inner = inner_tracer_seccomp(tid, abi, &sd, data, NULL);
+    if (inner)
+        return inner;
     /* "If there is no tracer present, the system call is not executed and
      * returns a failure status with errno set to ENOSYS" (seccomp(2)) */
     cur_sci = *si;
