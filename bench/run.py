@@ -29,6 +29,8 @@ Configurations:
   proot-b      proot -b /etc:/etc: PRoot with one bind, that it translates
                on every path (the closest PRoot has to a mounted view)
   strace       strace -f -o /dev/null
+  umview-strace  umview -- strace -f -o /dev/null: strace inside a view, on the
+               ptrace the monitor emulates (compare with strace)
   unshare-net  unshare -rn with lo up: the kernel's own private network, the
                floor for umview-vnet (for the net workload)
 
@@ -55,7 +57,7 @@ REPO = os.path.dirname(HERE)
 NULL_ENGINE = os.path.join(HERE, "null_path_engine.py") + ":NullPathEngine"
 
 ALL_CONFIGS = ("native", "umview", "umview-null", "umview-unreal", "umview-cow", "umview-vnet", "proot",
-               "proot-b", "strace", "unshare-net")
+               "proot-b", "strace", "umview-strace", "unshare-net")
 ALL_WORKLOADS = ("true", "make", "find", "git", "pyimport", "pytest", "regrtest", "net")
 
 PY_IMPORTS = "import email, json, http.client, asyncio, decimal, xml.dom.minidom, argparse, logging, unittest"
@@ -330,7 +332,7 @@ def build_configs(args):
     for name in wanted:
         if name == "native":
             configs.append(Config("native", [], None))
-        elif name in ("umview", "umview-null", "umview-unreal", "umview-cow", "umview-vnet"):
+        elif name in ("umview", "umview-null", "umview-unreal", "umview-cow", "umview-vnet", "umview-strace"):
             if not umview:
                 notes.append(f"{name}: skipped, no umview found (build the venv or pass --umview)")
                 continue
@@ -352,6 +354,8 @@ def build_configs(args):
                         p += ["-p", f"viewfs,mount={layer}:/:cow"]
                     elif name == "umview-vnet":
                         p += ["-p", "vnet,private"]
+                    elif name == "umview-strace":
+                        return p + ["--", shutil.which("strace") or "strace", "-f", "-o", "/dev/null"]
                     return p + ["--"]
 
                 configs.append(Config(label, prefix, build, spin))

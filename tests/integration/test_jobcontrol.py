@@ -70,11 +70,16 @@ def unique_sleep():
     return f"30.{uuid.uuid4().int % 10**8:08d}"
 
 
-@pytest.mark.parametrize("where", ["native", "umview"])
+@pytest.mark.parametrize("where", ["native", "umview", "strace", "umview-strace"])
 def test_interactive_bash_stops_resumes_and_interrupts_its_job(terminal, where):
+    """Also with the shell under strace -f, natively and inside a view (an
+    inner tracer: job control stays transparent through the emulated ptrace)."""
     need("bash", "sleep")
     bash = ["bash", "--norc", "--noprofile", "-i"]
-    argv = bash if where == "native" else umview_argv("--", *bash)
+    if "strace" in where:
+        need("strace")
+        bash = ["strace", "-f", "-qq", "-o", os.devnull, *bash]
+    argv = umview_argv("--", *bash) if where.startswith("umview") else bash
     t = terminal(argv, shell_env())
     t.expect(PROMPT)
     duration = unique_sleep()
