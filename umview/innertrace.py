@@ -26,10 +26,11 @@ import os
 import signal
 import struct
 import sys
+import time
 
 from umview import core
 from umview.core import ffi, lib
-from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip
+from umview.engine import CONTINUE, Engine, Skip
 
 # requests (include/uapi/linux/ptrace.h, arch/x86/include/uapi/asm/ptrace-abi.h)
 TRACEME, PEEKTEXT, PEEKDATA, PEEKUSER, POKETEXT, POKEDATA, POKEUSER, CONT, KILL, SINGLESTEP = range(10)
@@ -151,15 +152,25 @@ class InnerTracing(Engine):
         self.monitor = monitor
         self.tracees = {}   # tid -> Tracee
         self.exited = {}    # tracer tgid -> [_Exited]
-        self.waiters = {}   # tracer tid -> its wait's number (rewritten to pause or not)
+        self.waiters = {}   # tracer tid -> its wait's number (rewritten to pause or not), or None
         self.active = False
+        self._tgids = {}    # tid -> tgid, while the thread lives (exit_event forgets it)
+        self._sigchld = {}  # tracer tgid -> (when asked, does it see SIGCHLD)
+
+    def tgid_of(self, tid):
+        tgid = self._tgids.get(tid)
+        if tgid is None:
+            tgid = _tgid(tid)
+            if tgid is not None:
+                self._tgids[tid] = tgid
+        return tgid
 
     # --- the claims ---
     def wants(self, call):
         if call.name == "ptrace":
             return True
         if call.name in self._WAITS:
-            return self._is_tracer(_tgid(call.tid))
+            return self._is_tracer(self.tgid_of(call.tid))
         return False
 
     def _is_tracer(self, tgid):
@@ -220,7 +231,7 @@ class InnerTracing(Engine):
             return Skip(-(exc.errno or errno.EIO))
 
     def _is_its_tracer(self, t, tid):
-        if t.tracer is None and _tgid(tid) == t.tgid:
+        if t.tracer is None and self.tgid_of(tid) == t.tgid:
             t.tracer = tid  # TRACEME: the parent's thread that asks first
         return t.tracer == tid
 
@@ -277,6 +288,7 @@ class InnerTracing(Engine):
         return Skip(0)
 
     def _add(self, t):
+        t.pgid = _pgid(t.tid)
         self._activate()
         self.tracees[t.tid] = t
         self._sync(t)
@@ -496,6 +508,7 @@ class InnerTracing(Engine):
         if not t.options & option or ev.msg <= 0:
             return False
         child = Tracee(ev.msg, t.tracer, t.tgid, t.seized, t.options)
+        child.pgid = t.pgid
         child.clone = _tgid(ev.msg) != ev.msg if event == EVENT_CLONE else False
         child.expect_initial = True
         self.tracees[child.tid] = child
@@ -508,6 +521,8 @@ class InnerTracing(Engine):
         return self._report(t, _stop(signal.SIGTRAP, event), "event")
 
     def exec_event(self, ev):
+        if ev.msg != ev.tid:
+            self._tgids.pop(ev.msg, None)  # that tid is gone
         t = self.tracees.get(ev.msg)
         if t is None:
             return False
@@ -530,6 +545,8 @@ class InnerTracing(Engine):
         """A thread of the view is gone: a tracee's exit goes to its tracer;
         a tracer's tracees are detached (or killed: PTRACE_O_EXITKILL)."""
         _dbg("exit", tid, hex(status))
+        self._tgids.pop(tid, None)
+        self._sigchld.pop(tid, None)
         self.waiters.pop(tid, None)
         t = self.tracees.pop(tid, None)
         if t is not None:
@@ -576,48 +593,59 @@ class InnerTracing(Engine):
     def _wake(self, tgid):
         """A stop or exit for tracer process tgid: end a wait it blocks in, and
         send it SIGCHLD as the kernel does, where it can see it."""
-        for waiter in [w for w in self.waiters if _tgid(w) == tgid or w == tgid]:
+        for waiter in [w for w in self.waiters if self.tgid_of(w) == tgid]:
             lib.um_interrupt(waiter)
-        if _notices(tgid, signal.SIGCHLD):
+        if self._sees_sigchld(tgid):
             os.kill(tgid, signal.SIGCHLD)
+
+    def _sees_sigchld(self, tgid):
+        """_notices(tgid, SIGCHLD), asked again at most every quarter second
+        (a tracer sets up its SIGCHLD before it traces)."""
+        now = time.monotonic()
+        when, sees = self._sigchld.get(tgid, (None, False))
+        if when is None or now - when > 0.25:
+            sees = _notices(tgid, signal.SIGCHLD)
+            self._sigchld[tgid] = (now, sees)
+        return sees
 
     # --- waits of inner tracers ---
     def _wait(self, call):
-        tgid = _tgid(call.tid)
+        tgid = self.tgid_of(call.tid)
         name = call.name
         args = [_u64(a) for a in call.args]
         served = self._serve_wait(call.tid, tgid, name, args)
-        _dbg(call.tid, name, [hex(a) for a in args[:4]], "served", served)
+        if _DEBUG:
+            _dbg(call.tid, name, [hex(a) for a in args[:4]], "served", served)
         if served is not None:
             return Skip(served)
         options = args[2] if name != "waitid" else args[3]
         if not self._candidates(tgid, name, args):
             return CONTINUE  # none of its tracees is concerned: the kernel's own
+        # a tracee that is its child is a child (strace's command): no /proc read
+        children = any(t.real_child and t.tgid == tgid for t in self.tracees.values()) or _has_children(tgid)
         if options & WNOHANG:
-            call.state(self).nohang = (name, args)
-            return CONTINUE_AFTER
-        _dbg(call.tid, "blocks", "pause" if not _has_children(tgid) else "real")
-        if not _has_children(tgid):
+            if children:
+                return CONTINUE  # the kernel's answer: a child, or 0 (children there, none ready)
+            # none: the kernel would say ECHILD, but its tracees are there, none ready
+            if name == "waitid" and args[2]:
+                core.write_mem(call.tid, args[2], bytes(128))
+            return Skip(0)
+        _dbg(call.tid, "blocks", "real" if children else "pause")
+        if not children:
             # nothing real can end it: block in pause() until a stop comes
             lib.um_set_wait_nr(call.tid, call.nr)
             call.set_syscall("pause", [])
         self.waiters[call.tid] = call.nr
         return CONTINUE
 
-    def exit(self, call):
-        # a WNOHANG wait the kernel found nothing for: its tracees are there
-        name, args = call.state(self).nohang
-        if call.retval == -errno.ECHILD:
-            call.retval = 0
-            if name == "waitid" and args[2]:
-                core.write_mem(call.tid, args[2], bytes(128))
-
-    def _match(self, tgid, name, args, tid, clone, pgid):
+    def _match(self, tgid, name, args, tid, clone, pgid=None):
+        """Does a wait of process tgid with these arguments take tid's stop or
+        exit? pgid: tid's process group if known (read when needed)."""
         if name == "waitid":
             idtype, ident, options = args[0] & 0xFFFFFFFF, core.signed32(args[1]), args[3]
             if idtype == P_PID and tid != ident:
                 return False
-            if idtype == P_PGID and pgid != (ident or _pgid(tgid)):
+            if idtype == P_PGID and (pgid or _pgid(tid)) != (ident or _pgid(tgid)):
                 return False
             if idtype == P_PIDFD:
                 return False
@@ -625,16 +653,16 @@ class InnerTracing(Engine):
             pid, options = core.signed32(args[0]), args[2]
             if pid > 0 and tid != pid:
                 return False
-            if pid == 0 and pgid != _pgid(tgid):
+            if pid == 0 and (pgid or _pgid(tid)) != _pgid(tgid):
                 return False
-            if pid < -1 and pgid != -pid:
+            if pid < -1 and (pgid or _pgid(tid)) != -pid:
                 return False
         if not options & WALL and clone != bool(options & WCLONE):
             return False
         return True
 
     def _candidates(self, tgid, name, args):
-        return any(self._match(tgid, name, args, t.tid, t.clone, _pgid(t.tid))
+        return any(self._match(tgid, name, args, t.tid, t.clone)
                    for t in self.tracees.values() if t.tgid == tgid) or any(
             self._match(tgid, name, args, e.tid, e.clone, e.pgid) for e in self.exited.get(tgid, ()))
 
@@ -643,8 +671,7 @@ class InnerTracing(Engine):
         options = args[3] if name == "waitid" else args[2]
         nowait = name == "waitid" and options & WNOWAIT
         for t in self.tracees.values():
-            if t.tgid == tgid and t.status is not None and self._match(tgid, name, args, t.tid, t.clone,
-                                                                        _pgid(t.tid)):
+            if t.tgid == tgid and t.status is not None and self._match(tgid, name, args, t.tid, t.clone):
                 word = t.status
                 if not nowait:
                     t.status = None
@@ -697,7 +724,7 @@ class InnerTracing(Engine):
         name = "waitid" if (nr if orig == nrs["pause"] else orig) == nrs["waitid"] else "wait4"
         args = [struct.unpack_from("<Q", regs, off)[0] for off in _ARG_OFFS]
         try:
-            result = self._serve_wait(tid, _tgid(tid), name, args)
+            result = self._serve_wait(tid, self.tgid_of(tid), name, args)
         except OSError as exc:
             result = -(exc.errno or errno.EFAULT)
         if result is None:
