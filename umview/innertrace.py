@@ -381,6 +381,7 @@ class InnerTracing(Engine):
         if req == DETACH:
             del self.tracees[t.tid]
             lib.um_set_inner(t.tid, 0)
+            t.sys = t.step = False  # it runs on untraced (a step asked before is not kept)
         else:
             t.sys = req == SYSCALL
             t.step = req == SINGLESTEP
