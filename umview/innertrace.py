@@ -560,8 +560,10 @@ class InnerTracing(Engine):
         if options & WNOHANG:
             call.state(self).nohang = (name, args)
             return CONTINUE_AFTER
-        if not _has_children(tgid):
-            # nothing real can end it: block in pause() until a stop comes
+        if not self._real_candidates(tgid, name, args):
+            # no real child it waits for (a tracee not its child, gdb's
+            # waitpid(pid, 0) of a fork child): the kernel would say ECHILD at
+            # once; block in pause() until a stop comes
             lib.um_set_wait_nr(call.tid, call.nr)
             call.set_syscall("pause", [])
         self.waiters[call.tid] = call.nr
@@ -600,6 +602,16 @@ class InnerTracing(Engine):
         return any(self._match(tgid, name, args, t.tid, t.clone, _pgid(t.tid))
                    for t in self.tracees.values() if t.tgid == tgid) or any(
             self._match(tgid, name, args, e.tid, e.clone, e.pgid) for e in self.exited.get(tgid, ()))
+
+    def _real_candidates(self, tgid, name, args):
+        """May a real child of process tgid end this wait (the kernel's wait
+        then blocks, else it fails with ECHILD)?"""
+        if name == "waitid" and args[0] & 0xFFFFFFFF == P_PIDFD:
+            return True  # the real wait decides
+        children = _children(tgid)
+        if children is None:
+            return True  # cannot tell: the real wait decides
+        return any(self._match(tgid, name, args, c, False, _pgid(c)) for c in children)
 
     def _serve_wait(self, tid, tgid, name, args):
         """Answer a wait from an emulated stop or exit: its result, or None."""
@@ -725,16 +737,16 @@ def _uid(tid):
         return 0
 
 
-def _has_children(tgid):
-    """Has process tgid a child (of any of its threads)?"""
+def _children(tgid):
+    """The pids of process tgid's children (of any of its threads), or None."""
+    children = []
     try:
         for task in os.listdir(f"/proc/{tgid}/task"):
             with open(f"/proc/{tgid}/task/{task}/children", "rb") as f:
-                if f.read().strip():
-                    return True
-    except OSError:
-        return True  # cannot tell: the real wait decides
-    return False
+                children.extend(int(c) for c in f.read().split())
+    except (OSError, ValueError):
+        return None
+    return children
 
 
 def _notices(tgid, sig):
