@@ -470,8 +470,8 @@ class InnerTracing(Engine):
         child.expect_initial = True
         self.tracees[child.tid] = child
         self._sync(child)
-        if flags & lib.UM_FORK_HELD:
-            self._initial(child)  # held at its first stop by the C core
+        if flags & lib.UM_FORK_HELD and not self._initial(child):
+            lib.um_resume(child.tid, lib_PTRACE_CONT, 0)  # held at its first stop by the C core
         t.eventmsg = ev.msg
         return self._report(t, _stop(signal.SIGTRAP, event), "event")
 
@@ -526,9 +526,10 @@ class InnerTracing(Engine):
         t.expect_initial = False
         if t.seized:
             return self._report(t, _stop(signal.SIGTRAP, EVENT_STOP), "interrupt")
-        # a child attached the old way starts with a SIGSTOP
+        # a child attached the old way starts with a SIGSTOP; the caller
+        # resumes it (once: a second PTRACE_CONT could land on the SIGSTOP's
+        # own stop and discard the signal, the thread then ran on unseen)
         _tgkill(t.tid, signal.SIGSTOP)
-        lib.um_resume(t.tid, lib_PTRACE_CONT, 0)
         return False
 
     def _report(self, t, word, kind):
