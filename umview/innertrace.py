@@ -58,7 +58,6 @@ _USER_REGS = 27 * 8      # struct user_regs_struct
 _ORIG_RAX = 15 * 8       # its orig_rax
 _RAX = 10 * 8
 _NR = {"x86_64": {"wait4": 61, "waitid": 247, "pause": 34}}
-_ARG_OFFS = (14 * 8, 13 * 8, 12 * 8, 7 * 8, 9 * 8, 8 * 8)  # rdi rsi rdx r10 r8 r9
 
 
 def _stop(sig, event=0):
@@ -142,7 +141,7 @@ class InnerTracing(Engine):
         self.monitor = monitor
         self.tracees = {}   # tid -> Tracee
         self.exited = {}    # tracer tgid -> [_Exited]
-        self.waiters = {}   # tracer tid -> its wait's number (rewritten to pause or not)
+        self.waiters = {}   # tracer tid -> (number, name, args) of the wait it blocks in (maybe as pause)
         self.active = False
 
     # --- the claims ---
@@ -552,6 +551,7 @@ class InnerTracing(Engine):
         tgid = _tgid(call.tid)
         name = call.name
         args = [_u64(a) for a in call.args]
+        self.waiters.pop(call.tid, None)  # a wait it left (a stop it was woken for may still come)
         served = self._serve_wait(call.tid, tgid, name, args)
         if served is not None:
             return Skip(served)
@@ -567,12 +567,22 @@ class InnerTracing(Engine):
             # once; block in pause() until a stop comes
             lib.um_set_wait_nr(call.tid, call.nr)
             call.set_syscall("pause", [])
-        self.waiters[call.tid] = call.nr
+            self.waiters[call.tid] = call.state(self).paused = (call.orig_nr, name, args)
+            return CONTINUE_AFTER
+        self.waiters[call.tid] = (call.nr, name, args)
         return CONTINUE
 
     def exit(self, call):
+        st = call.state(self)
+        if getattr(st, "paused", None):
+            # the pause a wait was made ends: the um_interrupt of a stop for
+            # it ends here, not in a PTRACE_EVENT_STOP, when the thread
+            # stopped at syscall exits (ptrace(2), PTRACE_INTERRUPT)
+            if call.retval in _RESTARTS and self.waiters.get(call.tid) is st.paused:
+                self._answer_at_exit(call, st.paused)
+            return
         # a WNOHANG wait the kernel found nothing for: its tracees are there
-        name, args = call.state(self).nohang
+        name, args = st.nohang
         if call.retval == -errno.ECHILD:
             call.retval = 0
             if name == "waitid" and args[2]:
@@ -659,25 +669,41 @@ class InnerTracing(Engine):
     def _answer_waiter(self, tid):
         """The interrupt stop of a tracer blocked in a wait: answer it there if
         a stop or exit is now there for it; else it waits on."""
-        nr = self.waiters.pop(tid)
+        waiter = self.waiters.pop(tid)
         regs = bytearray(self._get(tid, GETREGS, 0, _USER_REGS))
         orig, rax = struct.unpack_from("<q", regs, _ORIG_RAX)[0], struct.unpack_from("<q", regs, _RAX)[0]
         nrs = _NR["x86_64"]
         if orig not in (nrs["wait4"], nrs["waitid"], nrs["pause"]) or rax not in _RESTARTS:
             lib.um_set_wait_nr(tid, 0)
             return  # it left its wait meanwhile
-        name = "waitid" if nr == nrs["waitid"] else "wait4"
-        args = [struct.unpack_from("<Q", regs, off)[0] for off in _ARG_OFFS]
+        result = self._serve_waiter(tid, waiter)
+        if result is None:
+            self.waiters[tid] = waiter  # not for this wait: it goes on waiting
+            return
+        struct.pack_into("<q", regs, _RAX, result)
+        self._put(tid, SETREGS, 0, regs)
+
+    def _answer_at_exit(self, call, waiter):
+        """The exit of a wait made pause(), interrupted: its result, if a stop
+        or exit is now there for it (else it restarts, or a signal's handler
+        runs and it restarts as the wait: um_set_wait_nr)."""
+        result = self._serve_waiter(call.tid, waiter)
+        if result is not None:
+            del self.waiters[call.tid]
+            call.retval = result
+
+    def _serve_waiter(self, tid, waiter):
+        """Serve the wait waiter (number, name, args) of tid from the
+        arguments it was made with (the registers of a wait made pause() are
+        zeroed until its exit stop): its result, or None."""
+        _, name, args = waiter
         try:
             result = self._serve_wait(tid, _tgid(tid), name, args)
         except OSError as exc:
             result = -(exc.errno or errno.EFAULT)
-        if result is None:
-            self.waiters[tid] = nr  # not for this wait: it goes on waiting
-            return
-        lib.um_set_wait_nr(tid, 0)
-        struct.pack_into("<q", regs, _RAX, result)
-        self._put(tid, SETREGS, 0, regs)
+        if result is not None:
+            lib.um_set_wait_nr(tid, 0)
+        return result
 
 
 lib_PTRACE_CONT, lib_PTRACE_SINGLESTEP, lib_PTRACE_LISTEN = CONT, SINGLESTEP, LISTEN
