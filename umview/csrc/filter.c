@@ -170,18 +170,9 @@ void inject_filter(pid_t tid)
 {
     struct user_regs_struct saved;
     char task[64];
-    int tgid = tid;
-    {
-        char path[64], line[128];
-        snprintf(path, sizeof path, "/proc/%d/status", tid);
-        FILE *f = fopen(path, "r");
-        if (f) {
-            while (fgets(line, sizeof line, f))
-                if (sscanf(line, "Tgid: %d", &tgid) == 1)
-                    break;
-            fclose(f);
-        }
-    }
+    int tgid = proc_status_field(tid, "Tgid");
+    if (tgid <= 0)
+        tgid = tid;
     uint64_t sigs = 0;
     if (!inject_ready || get_regs(tid, &saved))
         goto done;
