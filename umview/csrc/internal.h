@@ -243,6 +243,7 @@ extern pid_t cur_tid;
 struct um_thread *thr(pid_t tid); /* never NULL: a scratch record for a tid out of range */
 void thread_forget(pid_t tid);      /* the thread is gone: its tid starts afresh */
 int proc_status_field(pid_t tid, const char *field);
+uint64_t proc_status_mask(pid_t tid, const char *field);
 int process_alive(pid_t tgid);
 pid_t thread_max_seen(void);        /* the highest tid ever recorded */
 void note_redirect(pid_t tid, int abi, int sc, uint64_t nr, const uint64_t *args, const char (*path)[UM_PATH_BUF],
