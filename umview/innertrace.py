@@ -30,7 +30,7 @@ import time
 
 from umview import core
 from umview.core import ffi, lib
-from umview.engine import CONTINUE, Engine, Skip
+from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip
 
 # requests (include/uapi/linux/ptrace.h, arch/x86/include/uapi/asm/ptrace-abi.h)
 TRACEME, PEEKTEXT, PEEKDATA, PEEKUSER, POKETEXT, POKEDATA, POKEUSER, CONT, KILL, SINGLESTEP = range(10)
@@ -60,7 +60,6 @@ _USER_REGS = 27 * 8      # struct user_regs_struct
 _ORIG_RAX = 15 * 8       # its orig_rax
 _RAX = 10 * 8
 _NR = {"x86_64": {"wait4": 61, "waitid": 247, "pause": 34}}
-_ARG_OFFS = (14 * 8, 13 * 8, 12 * 8, 7 * 8, 9 * 8, 8 * 8)  # rdi rsi rdx r10 r8 r9
 
 
 _DEBUG = bool(os.environ.get("UMVIEW_DEBUG_PTRACE"))
@@ -152,7 +151,8 @@ class InnerTracing(Engine):
         self.monitor = monitor
         self.tracees = {}   # tid -> Tracee
         self.exited = {}    # tracer tgid -> [_Exited]
-        self.waiters = {}   # tracer tid -> its wait's number (rewritten to pause or not), or None
+        self.waiters = {}   # tracer tid -> (number, name, args) of the wait it blocks in (maybe as pause),
+                            # or None: interrupted to make a wait it may be in start again (_kick_waits)
         self.active = False
         self._tgids = {}    # tid -> tgid, while the thread lives (exit_event forgets it)
         self._sigchld = {}  # tracer tgid -> (when asked, does it see SIGCHLD)
@@ -419,6 +419,7 @@ class InnerTracing(Engine):
         if req == DETACH:
             del self.tracees[t.tid]
             lib.um_set_inner(t.tid, 0)
+            t.sys = t.step = False  # it runs on untraced (a step asked before is not kept)
         else:
             t.sys = req == SYSCALL
             t.step = req == SINGLESTEP
@@ -513,8 +514,8 @@ class InnerTracing(Engine):
         child.expect_initial = True
         self.tracees[child.tid] = child
         self._sync(child)
-        if flags & lib.UM_FORK_HELD:
-            self._initial(child)  # held at its first stop by the C core
+        if flags & lib.UM_FORK_HELD and not self._initial(child):
+            lib.um_resume(child.tid, lib_PTRACE_CONT, 0)  # held at its first stop by the C core
         elif flags & lib.UM_FORK_RAN:
             lib.um_interrupt(ev.msg)  # its first stop is past: a stop to stand for it
         t.eventmsg = ev.msg
@@ -577,9 +578,10 @@ class InnerTracing(Engine):
         t.expect_initial = False
         if t.seized:
             return self._report(t, _stop(signal.SIGTRAP, EVENT_STOP), "interrupt")
-        # a child attached the old way starts with a SIGSTOP
+        # a child attached the old way starts with a SIGSTOP; the caller
+        # resumes it (once: a second PTRACE_CONT could land on the SIGSTOP's
+        # own stop and discard the signal, the thread then ran on unseen)
         _tgkill(t.tid, signal.SIGSTOP)
-        lib.um_resume(t.tid, lib_PTRACE_CONT, 0)
         return False
 
     def _report(self, t, word, kind):
@@ -613,6 +615,7 @@ class InnerTracing(Engine):
         tgid = self.tgid_of(call.tid)
         name = call.name
         args = [_u64(a) for a in call.args]
+        self.waiters.pop(call.tid, None)  # a wait it left (a stop it was woken for may still come)
         served = self._serve_wait(call.tid, tgid, name, args)
         if _DEBUG:
             _dbg(call.tid, name, [hex(a) for a in args[:4]], "served", served)
@@ -621,22 +624,33 @@ class InnerTracing(Engine):
         options = args[2] if name != "waitid" else args[3]
         if not self._candidates(tgid, name, args):
             return CONTINUE  # none of its tracees is concerned: the kernel's own
-        # a tracee that is its child is a child (strace's command): no /proc read
-        children = any(t.real_child and t.tgid == tgid for t in self.tracees.values()) or _has_children(tgid)
         if options & WNOHANG:
-            if children:
+            if self._real_candidates(tgid, name, args):
                 return CONTINUE  # the kernel's answer: a child, or 0 (children there, none ready)
-            # none: the kernel would say ECHILD, but its tracees are there, none ready
+            # no child of its own it waits for: the kernel would say ECHILD, but
+            # its tracees are there, none ready
             if name == "waitid" and args[2]:
                 core.write_mem(call.tid, args[2], bytes(128))
             return Skip(0)
-        _dbg(call.tid, "blocks", "real" if children else "pause")
-        if not children:
-            # nothing real can end it: block in pause() until a stop comes
+        if not self._real_candidates(tgid, name, args):
+            # no real child it waits for (a tracee not its child, gdb's
+            # waitpid(pid, 0) of a fork child): the kernel would say ECHILD at
+            # once; block in pause() until a stop comes
             lib.um_set_wait_nr(call.tid, call.nr)
             call.set_syscall("pause", [])
-        self.waiters[call.tid] = call.nr
+            self.waiters[call.tid] = call.state(self).paused = (call.orig_nr, name, args)
+            return CONTINUE_AFTER
+        self.waiters[call.tid] = (call.nr, name, args)
         return CONTINUE
+
+    def exit(self, call):
+        st = call.state(self)
+        if getattr(st, "paused", None):
+            # the pause a wait was made ends: the um_interrupt of a stop for
+            # it ends here, not in a PTRACE_EVENT_STOP, when the thread
+            # stopped at syscall exits (ptrace(2), PTRACE_INTERRUPT)
+            if call.retval in _RESTARTS and self.waiters.get(call.tid) is st.paused:
+                self._answer_at_exit(call, st.paused)
 
     def _match(self, tgid, name, args, tid, clone, pgid=None):
         """Does a wait of process tgid with these arguments take tid's stop or
@@ -665,6 +679,20 @@ class InnerTracing(Engine):
         return any(self._match(tgid, name, args, t.tid, t.clone)
                    for t in self.tracees.values() if t.tgid == tgid) or any(
             self._match(tgid, name, args, e.tid, e.clone, e.pgid) for e in self.exited.get(tgid, ()))
+
+    def _real_candidates(self, tgid, name, args):
+        """May a real child of process tgid end this wait (the kernel's wait
+        then blocks, else it fails with ECHILD)?"""
+        if name == "waitid" and args[0] & 0xFFFFFFFF == P_PIDFD:
+            return True  # the real wait decides
+        # a tracee that is its child (strace's command) answers without /proc
+        if any(t.real_child and t.tgid == tgid and self._match(tgid, name, args, t.tid, False)
+               for t in self.tracees.values()):
+            return True
+        children = _children(tgid)
+        if children is None:
+            return True  # cannot tell: the real wait decides
+        return any(self._match(tgid, name, args, c, False) for c in children)
 
     def _serve_wait(self, tid, tgid, name, args):
         """Answer a wait from an emulated stop or exit: its result, or None."""
@@ -710,29 +738,48 @@ class InnerTracing(Engine):
     def _answer_waiter(self, tid):
         """The interrupt stop of a tracer blocked in a wait: answer it there if
         a stop or exit is now there for it; else it waits on."""
-        nr = self.waiters.pop(tid)
+        waiter = self.waiters.pop(tid)
         try:
             regs = bytearray(self._get(tid, GETREGS, 0, _USER_REGS))
         except OSError:
             return
         orig, rax = struct.unpack_from("<q", regs, _ORIG_RAX)[0], struct.unpack_from("<q", regs, _RAX)[0]
         nrs = _NR["x86_64"]
-        if orig not in (nrs["wait4"], nrs["waitid"], nrs["pause"]) or rax not in _RESTARTS or (
-                orig == nrs["pause"] and nr is None):
-            lib.um_set_wait_nr(tid, 0)
-            return  # not in a wait (it left it meanwhile): it goes on
-        name = "waitid" if (nr if orig == nrs["pause"] else orig) == nrs["waitid"] else "wait4"
-        args = [struct.unpack_from("<Q", regs, off)[0] for off in _ARG_OFFS]
+        if waiter is None or orig not in (nrs["wait4"], nrs["waitid"], nrs["pause"]) or rax not in _RESTARTS:
+            # not in a wait (it left it meanwhile), or a wait it may be in
+            # without the monitor knowing its arguments (_kick_waits): it
+            # goes on, and such a wait starts again through the monitor
+            if waiter is not None:
+                lib.um_set_wait_nr(tid, 0)
+            return
+        result = self._serve_waiter(tid, waiter)
+        if result is None:
+            self.waiters[tid] = waiter  # not for this wait: it goes on waiting
+            return
+        struct.pack_into("<q", regs, _RAX, result)
+        self._put(tid, SETREGS, 0, regs)
+
+    def _answer_at_exit(self, call, waiter):
+        """The exit of a wait made pause(), interrupted: its result, if a stop
+        or exit is now there for it (else it restarts, or a signal's handler
+        runs and it restarts as the wait: um_set_wait_nr)."""
+        result = self._serve_waiter(call.tid, waiter)
+        if result is not None:
+            del self.waiters[call.tid]
+            call.retval = result
+
+    def _serve_waiter(self, tid, waiter):
+        """Serve the wait waiter (number, name, args) of tid from the
+        arguments it was made with (the registers of a wait made pause() are
+        zeroed until its exit stop): its result, or None."""
+        _, name, args = waiter
         try:
             result = self._serve_wait(tid, self.tgid_of(tid), name, args)
         except OSError as exc:
             result = -(exc.errno or errno.EFAULT)
-        if result is None:
-            self.waiters[tid] = nr  # not for this wait: it goes on waiting
-            return
-        lib.um_set_wait_nr(tid, 0)
-        struct.pack_into("<q", regs, _RAX, result)
-        self._put(tid, SETREGS, 0, regs)
+        if result is not None:
+            lib.um_set_wait_nr(tid, 0)
+        return result
 
 
 lib_PTRACE_CONT, lib_PTRACE_SINGLESTEP, lib_PTRACE_LISTEN = CONT, SINGLESTEP, LISTEN
@@ -793,16 +840,16 @@ def _uid(tid):
         return 0
 
 
-def _has_children(tgid):
-    """Has process tgid a child (of any of its threads)?"""
+def _children(tgid):
+    """The pids of process tgid's children (of any of its threads), or None."""
+    children = []
     try:
         for task in os.listdir(f"/proc/{tgid}/task"):
             with open(f"/proc/{tgid}/task/{task}/children", "rb") as f:
-                if f.read().strip():
-                    return True
-    except OSError:
-        return True  # cannot tell: the real wait decides
-    return False
+                children.extend(int(c) for c in f.read().split())
+    except (OSError, ValueError):
+        return None
+    return children
 
 
 def _notices(tgid, sig):

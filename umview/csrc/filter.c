@@ -233,7 +233,8 @@ static void filter_stacked(pid_t tid, void *arg)
 /* Stack a filter of every current trap (all as ptrace stops: a new listener
  * would be nobody's) on the process of a thread at an interrupt stop, for all
  * its threads (TSYNC). Its registers are put back as they were, with the
- * restart of an interrupted call done as the kernel would have. */
+ * restart of an interrupted call done as the kernel would have (or left to
+ * the kernel, when a signal is to be delivered). */
 void inject_filter(pid_t tid)
 {
     struct user_regs_struct saved;
@@ -269,7 +270,15 @@ void inject_filter(pid_t tid)
     if (r == -ESRCH)
         return;
     struct user_regs_struct back = saved;
-    if ((long long)saved.orig_rax >= 0) {
+    /* An interrupted call with a restart code. With a signal to deliver (one
+     * pending for the thread, or one kept meanwhile and sent again below) the
+     * kernel does the restart itself, from these registers, when it delivers
+     * it: a tracer that sees that signal's stop sees the call interrupted as
+     * without the injection (gdb attaching to a sleeping process), and a
+     * handler without SA_RESTART gets EINTR as natively. With none it would
+     * not look: do the restart it would have done. */
+    uint64_t pending = proc_status_mask(tid, "SigPnd") & ~proc_status_mask(tid, "SigBlk");
+    if ((long long)saved.orig_rax >= 0 && !sigs && !pending) {
         long long e = (long long)saved.rax;
         if (e == -ERESTARTSYS_ || e == -ERESTARTNOINTR_ || e == -ERESTARTNOHAND_) {
             back.rax = saved.orig_rax;

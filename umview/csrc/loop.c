@@ -70,8 +70,12 @@ static void propagate_stop(void)
 }
 
 /* New tracees held at their first stop until their parent's fork event. A
- * parent killed before that event would leave one held forever: any exit
- * releases them all (they then run without inherited state, a rare race). */
+ * parent killed before that event would leave one held forever: an exit
+ * releases those whose creating process has no live thread left, an exec
+ * (which kills every other thread) the fork children of its process. Not any
+ * held one at any exit: a thread's exit while another thread is created let
+ * the new one run before its creator's event, unseen by an inner tracer that
+ * waits for its first stop (gdb: "wait returned unexpected status 0x0"). */
 #define MAX_HELD 64
 static pid_t held[MAX_HELD];
 static int nheld;
@@ -94,10 +98,29 @@ static void unhold(pid_t tid)
         }
 }
 
-static void release_all_held(void)
+/* The process a held child's creator is a thread of: its own if it is a
+ * thread, else its parent; -1 if it cannot be told. */
+static pid_t creator_process(pid_t child)
 {
-    while (nheld > 0) {
-        pid_t t = held[--nheld];
+    int tgid = proc_status_field(child, "Tgid");
+    if (tgid <= 0)
+        return -1;
+    return tgid != child ? tgid : proc_status_field(child, "PPid");
+}
+
+/* Release the held children whose fork event cannot come any more: after an
+ * exit, those whose creating process is dead (or cannot be told); after the
+ * exec of process execed (> 0), its fork children. */
+static void release_orphans(pid_t execed)
+{
+    for (int i = nheld - 1; i >= 0; i--) {
+        pid_t t = held[i];
+        pid_t creator = creator_process(t);
+        int orphan = execed > 0 ? creator == execed && proc_status_field(t, "Tgid") == t
+                                : creator <= 0 || !process_alive(creator);
+        if (!orphan)
+            continue;
+        held[i] = held[--nheld];
         thr(t)->held = 0;
         thr(t)->announced = 1;
         ptrace(PTRACE_CONT, t, 0, 0);
@@ -342,7 +365,7 @@ int um_next(struct um_event *ev)
             if (thr(tid)->held)
                 unhold(tid);
             if (nheld)
-                release_all_held();
+                release_orphans(0);
             int inner = thr(tid)->inner;
             thread_forget(tid);
             if ((event_mask & UM_WANT_EXIT) || inner)
@@ -517,6 +540,8 @@ int um_next(struct um_event *ev)
                     *thr(tid) = was;
                     thr(tid)->seen = 1;
                 }
+                if (nheld)
+                    release_orphans(tid); /* its other threads, a fork's creator among them, are gone */
                 if (thr(tid)->exit_wanted)
                     thr(tid)->execed = 1;
                 if ((event_mask & UM_WANT_EXEC) || thr(tid)->inner)

@@ -49,6 +49,70 @@ struct um_thread *thr(pid_t tid)
     return &threads[tid];
 }
 
+/* The text after "FIELD:" in /proc/TID/status into buf: 0, or -1. */
+static int status_text(pid_t tid, const char *field, char *buf, size_t size)
+{
+    char path[64], line[128];
+    size_t n = strlen(field);
+    int found = -1;
+    snprintf(path, sizeof path, "/proc/%d/status", tid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, field, n) == 0 && line[n] == ':') {
+            snprintf(buf, size, "%s", line + n + 1);
+            found = 0;
+            break;
+        }
+    fclose(f);
+    return found;
+}
+
+/* A number field of /proc/TID/status ("Tgid", "PPid"), or -1. */
+int proc_status_field(pid_t tid, const char *field)
+{
+    char text[64];
+    return status_text(tid, field, text, sizeof text) ? -1 : atoi(text);
+}
+
+/* A signal mask of /proc/TID/status ("SigPnd", "SigBlk"), 0 if unknown. */
+uint64_t proc_status_mask(pid_t tid, const char *field)
+{
+    char text[64];
+    return status_text(tid, field, text, sizeof text) ? 0 : strtoull(text, NULL, 16);
+}
+
+/* Has process tgid a thread that is not a zombie (one that may still report
+ * an event)? */
+int process_alive(pid_t tgid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", tgid);
+    DIR *dir = opendir(path);
+    if (!dir)
+        return 0;
+    int alive = 0;
+    struct dirent *de;
+    while (!alive && (de = readdir(dir))) {
+        int t = atoi(de->d_name);
+        if (t <= 0)
+            continue;
+        char stat[512];
+        snprintf(path, sizeof path, "/proc/%d/task/%d/stat", tgid, t);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t n = fread(stat, 1, sizeof stat - 1, f);
+        fclose(f);
+        stat[n] = 0;
+        char *end = strrchr(stat, ')');
+        alive = end && end[1] == ' ' && end[2] != 'Z' && end[2] != 'X';
+    }
+    closedir(dir);
+    return alive;
+}
+
 void thread_forget(pid_t tid)
 {
     struct um_thread *t = thr(tid);
