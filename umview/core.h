@@ -266,6 +266,12 @@ int um_set_wait_nr(int tid, long nr);
 /* ptrace(2) as the system call (PEEK* store the word at data), on a thread
  * the monitor traces: the result, or -errno. */
 long um_ptrace(long req, int tid, uint64_t addr, uint64_t data);
+/* Collect tid's exit now if the kernel has it (waitpid WNOHANG), ahead of the
+ * loop, which still reports it (UM_EV_EXIT) at its next call: an inner
+ * tracer's wait sees an exit the kernel already has, and a zombie leader whose
+ * last thread is gone is released to its real parent at once, as natively.
+ * 1 collected (its wait status in *status), 0 not there, -errno. */
+int um_reap(int tid, int *status);
 
 /* --- tracee access --- */
 int um_read_mem(int tid, uint64_t addr, void *buf, size_t len);

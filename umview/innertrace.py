@@ -105,7 +105,8 @@ class Tracee:
     """A thread of the view and its inner tracer, as the kernel would keep them."""
 
     __slots__ = ("tid", "tracer", "tgid", "seized", "options", "state", "kind", "status", "eventmsg",
-                 "sys", "step", "shown_nr", "real_child", "clone", "expect_initial", "interrupt", "pgid")
+                 "sys", "step", "shown_nr", "real_child", "clone", "expect_initial", "interrupt", "pgid",
+                 "proc")
 
     def __init__(self, tid, tracer, tgid, seized, options=0):
         self.tid = tid
@@ -125,15 +126,17 @@ class Tracee:
         self.expect_initial = False
         self.interrupt = False
         self.pgid = None
+        self.proc = None        # its process (tgid)
 
 
 class _Exited:
     """An exit to report to an inner tracer (a tracee not its child)."""
 
-    __slots__ = ("tid", "status", "clone", "pgid")
+    __slots__ = ("tid", "status", "clone", "pgid", "proc")
 
-    def __init__(self, tid, status, clone, pgid):
+    def __init__(self, tid, status, clone, pgid, proc=None):
         self.tid, self.status, self.clone, self.pgid = tid, status, clone, pgid
+        self.proc = proc  # the process of a thread (clone)
 
 
 class InnerTracing(Engine):
@@ -290,6 +293,7 @@ class InnerTracing(Engine):
     def _add(self, t):
         t.pgid = _pgid(t.tid)
         self._activate()
+        t.proc = _tgid(t.tid)
         self.tracees[t.tid] = t
         self._sync(t)
 
@@ -512,6 +516,7 @@ class InnerTracing(Engine):
         child.pgid = t.pgid
         child.clone = _tgid(ev.msg) != ev.msg if event == EVENT_CLONE else False
         child.expect_initial = True
+        child.proc = _tgid(ev.msg)
         self.tracees[child.tid] = child
         self._sync(child)
         if flags & lib.UM_FORK_HELD and not self._initial(child):
@@ -552,6 +557,9 @@ class InnerTracing(Engine):
         t = self.tracees.pop(tid, None)
         if t is not None:
             self._gone(t, status)
+        for tgid, entries in list(self.exited.items()):
+            if any(e.clone and e.proc == tid for e in entries):
+                self._wake(tgid)  # a thread's exit held for this leader's (_leader_exiting)
         for other in [o for o in self.tracees.values() if o.tracer == tid or (o.tracer is None and o.tgid == tid)]:
             _dbg("detach", other.tid, other.state, other.kind)
             del self.tracees[other.tid]
@@ -570,7 +578,7 @@ class InnerTracing(Engine):
     def _gone(self, t, status):
         if t.real_child and not t.clone:
             return  # its tracer reaps it with its own wait, as its parent
-        self.exited.setdefault(t.tgid, []).append(_Exited(t.tid, status, t.clone, t.pgid))
+        self.exited.setdefault(t.tgid, []).append(_Exited(t.tid, status, t.clone, t.pgid, t.proc))
         self._wake(t.tgid)
 
     def _initial(self, t):
@@ -625,13 +633,18 @@ class InnerTracing(Engine):
         if not self._candidates(tgid, name, args):
             return CONTINUE  # none of its tracees is concerned: the kernel's own
         if options & WNOHANG:
-            if self._real_candidates(tgid, name, args):
-                return CONTINUE  # the kernel's answer: a child, or 0 (children there, none ready)
-            # no child of its own it waits for: the kernel would say ECHILD, but
-            # its tracees are there, none ready
-            if name == "waitid" and args[2]:
-                core.write_mem(call.tid, args[2], bytes(128))
-            return Skip(0)
+            self._catch_up(tgid)
+            served = self._serve_wait(call.tid, tgid, name, args)
+            if served is not None:
+                return Skip(served)
+            if not self._real_candidates(tgid, name, args):
+                # no child of its own it waits for: the kernel would say
+                # ECHILD, but its tracees are there, none ready
+                if name == "waitid" and args[2]:
+                    core.write_mem(call.tid, args[2], bytes(128))
+                return Skip(0)
+            call.state(self).nohang = (name, args)
+            return CONTINUE_AFTER
         if not self._real_candidates(tgid, name, args):
             # no real child it waits for (a tracee not its child, gdb's
             # waitpid(pid, 0) of a fork child): the kernel would say ECHILD at
@@ -651,6 +664,23 @@ class InnerTracing(Engine):
             # stopped at syscall exits (ptrace(2), PTRACE_INTERRUPT)
             if call.retval in _RESTARTS and self.waiters.get(call.tid) is st.paused:
                 self._answer_at_exit(call, st.paused)
+            return
+        # a WNOHANG wait the kernel found nothing for: its tracees are there
+        name, args = st.nohang
+        if call.retval in (0, -errno.ECHILD):
+            # what came for it while it ran (the monitor took other stops
+            # meanwhile): it returns with that, as it would natively had the
+            # wait been as quick (gdb's sees a leader exit with its threads)
+            tgid = self.tgid_of(call.tid)
+            self._catch_up(tgid)
+            served = self._serve_wait(call.tid, tgid, name, args)
+            if served is not None:
+                call.retval = served
+                return
+        if call.retval == -errno.ECHILD:
+            call.retval = 0
+            if name == "waitid" and args[2]:
+                core.write_mem(call.tid, args[2], bytes(128))
 
     def _match(self, tgid, name, args, tid, clone, pgid=None):
         """Does a wait of process tgid with these arguments take tid's stop or
@@ -706,12 +736,56 @@ class InnerTracing(Engine):
                 return self._write_wait(tid, name, args, t.tid, word)
         if name == "waitid" and not options & WEXITED:
             return None
-        for e in self.exited.get(tgid, ()):
-            if self._match(tgid, name, args, e.tid, e.clone, e.pgid):
-                if not nowait:
-                    self.exited[tgid].remove(e)
-                return self._write_wait(tid, name, args, e.tid, e.status)
-        return None
+        entry = next((e for e in self.exited.get(tgid, ()) if self._match(tgid, name, args, e.tid, e.clone, e.pgid)),
+                     None)
+        if entry is None or entry.clone and self._leader_exiting(entry.proc) and not self._reap(entry.proc):
+            return None
+        if not nowait:
+            self.exited[tgid].remove(entry)
+        return self._write_wait(tid, name, args, entry.tid, entry.status)
+
+    def _reap(self, pid):
+        """Collect pid's exit ahead of the monitor's loop (um_reap) and take
+        it into these books now: True if the kernel had it."""
+        status = ffi.new("int *")
+        if lib.um_reap(pid, status) != 1:
+            return False
+        self.exit_event(pid, status[0])
+        return True
+
+    def _catch_up(self, tgid):
+        """A WNOHANG wait of tracer tgid finds nothing: take in first the
+        exits the kernel already has, and the monitor has not collected, of
+        the threads (and then the leader) of an exiting process it traces (a
+        zombie leader). Natively the wait sees them; gdb drops a zombie
+        leader while it knows other threads, and then ran out of threads to
+        wait for."""
+        for proc in {t.proc for t in self.tracees.values() if t.tgid == tgid and t.proc is not None}:
+            if not _zombie(proc):
+                continue
+            try:
+                tasks = [int(task) for task in os.listdir(f"/proc/{proc}/task")]
+            except (OSError, ValueError):
+                continue
+            for task in tasks:
+                if task != proc and task in self.tracees and _exiting(task):
+                    self._reap(task)
+            if tasks == [proc] and proc in self.tracees:
+                self._reap(proc)  # the leader, its threads all gone
+
+    def _leader_exiting(self, proc):
+        """Has process proc's leader exited, its last thread gone, and the
+        monitor yet to reap it? Natively its tracer finds the leader's exit
+        at the wait after the last thread's (gdb, which drops a zombie leader
+        while other threads remain, counts on it, else "No unwaited-for
+        children left"): the monitor reaps it first (um_reap), or the
+        thread's exit waits for the leader's."""
+        if proc not in self.tracees or not _zombie(proc):
+            return False
+        try:
+            return os.listdir(f"/proc/{proc}/task") == [str(proc)]
+        except OSError:
+            return False
 
     @staticmethod
     def _write_wait(tid, name, args, who, word):
@@ -826,6 +900,39 @@ def _may_attach(tracer, pid):
         return os.stat(f"/proc/{pid}").st_uid == int(uid)  # not dumpable: owned by root
     except OSError:
         return False
+
+
+def _zombie(pid):
+    """Has process pid exited, its exit not yet reaped?"""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False
+
+
+def _exiting(tid, patience=0.02):
+    """Is thread tid exiting? Once one is a zombie, it waits (a few ms at
+    most) until it is one too: its process is going, it will be at once."""
+    deadline = None
+    while True:
+        try:
+            with open(f"/proc/{tid}/stat", "rb") as f:
+                rest = f.read().rsplit(b")", 1)[1].split()
+            state, flags = rest[0], int(rest[6])
+        except (OSError, IndexError, ValueError):
+            return False
+        if state in (b"Z", b"X"):
+            return True
+        if not flags & 0x4:  # PF_EXITING
+            return False
+        if deadline is None:
+            import time  # lazy: only when a traced process exits under its tracer's wait
+
+            deadline = time.monotonic() + patience
+        elif time.monotonic() > deadline:
+            return False
+        os.sched_yield()
 
 
 def _pgid(tid):

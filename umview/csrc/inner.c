@@ -119,3 +119,16 @@ long um_ptrace(long req, int tid, uint64_t addr, uint64_t data)
     long r = syscall(SYS_ptrace, req, tid, addr, data);
     return r < 0 ? -errno : r;
 }
+
+int um_reap(int tid, int *status)
+{
+    if (defer_full())
+        return 0; /* no room to keep it for the loop: the loop collects it */
+    pid_t p = waitpid(tid, status, __WALL | WNOHANG);
+    if (p < 0)
+        return -errno;
+    if (p == 0)
+        return 0;
+    defer_status(tid, *status); /* the loop reports it, as it came */
+    return WIFEXITED(*status) || WIFSIGNALED(*status);
+}

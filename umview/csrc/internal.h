@@ -220,6 +220,7 @@ int layer_hit(const char *p, size_t n);
 
 /* loop.c */
 void defer_status(pid_t tid, int status);
+int defer_full(void);
 void resume(pid_t tid, int req, int sig);
 void finish_reply(struct um_event *ev);
 int call_event(struct um_event *ev, pid_t tid, const struct um_sci *si, int abi, int sc, int flags,

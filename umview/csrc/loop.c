@@ -13,11 +13,16 @@ void resume(pid_t tid, int req, int sig)
     ptrace(req, tid, 0, sig);
 }
 
-/* Exits seen while waiting on one thread (an injection): handed to the loop
- * by wait_any before it waits for more. */
+/* Exits seen while waiting on one thread (an injection), or collected ahead
+ * (um_reap): handed to the loop by wait_any before it waits for more. */
 #define MAX_DEFERRED 64
 static struct { pid_t tid; int status; } deferred[MAX_DEFERRED];
 static int ndeferred;
+
+int defer_full(void)
+{
+    return ndeferred >= MAX_DEFERRED;
+}
 
 void defer_status(pid_t tid, int status)
 {
