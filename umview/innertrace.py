@@ -760,7 +760,9 @@ class InnerTracing(Engine):
         zombie leader). Natively the wait sees them; gdb drops a zombie
         leader while it knows other threads, and then ran out of threads to
         wait for."""
-        for proc in {t.proc for t in self.tracees.values() if t.tgid == tgid and t.proc is not None}:
+        # only processes with traced threads: a single-threaded one's exit
+        # has no leader to wait for (and strace -f's waits stay cheap)
+        for proc in {t.proc for t in self.tracees.values() if t.tgid == tgid and t.clone}:
             if not _zombie(proc):
                 continue
             try:
