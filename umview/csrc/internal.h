@@ -279,7 +279,6 @@ void thread_forget(pid_t tid);      /* the thread is gone: its tid starts afresh
 int status_field(pid_t tid, const char *name, int absent); /* a number of /proc/TID/status */
 pid_t tgid_of(pid_t tid);           /* its process (from /proc), tid if unknown */
 void each_thread(pid_t tgid, void (*fn)(pid_t tid, void *arg), void *arg); /* from /proc */
-int proc_status_field(pid_t tid, const char *field);
 uint64_t proc_status_mask(pid_t tid, const char *field);
 int process_alive(pid_t tgid);
 pid_t thread_max_seen(void);        /* the highest tid ever recorded */

@@ -107,10 +107,10 @@ static void unhold(pid_t tid)
  * thread, else its parent; -1 if it cannot be told. */
 static pid_t creator_process(pid_t child)
 {
-    int tgid = proc_status_field(child, "Tgid");
+    int tgid = status_field(child, "Tgid", -1);
     if (tgid <= 0)
         return -1;
-    return tgid != child ? tgid : proc_status_field(child, "PPid");
+    return tgid != child ? tgid : status_field(child, "PPid", -1);
 }
 
 /* Release the held children whose fork event cannot come any more: after an
@@ -121,7 +121,7 @@ static void release_orphans(pid_t execed)
     for (int i = nheld - 1; i >= 0; i--) {
         pid_t t = held[i];
         pid_t creator = creator_process(t);
-        int orphan = execed > 0 ? creator == execed && proc_status_field(t, "Tgid") == t
+        int orphan = execed > 0 ? creator == execed && status_field(t, "Tgid", -1) == t
                                 : creator <= 0 || !process_alive(creator);
         if (!orphan)
             continue;

@@ -69,13 +69,6 @@ static int status_text(pid_t tid, const char *field, char *buf, size_t size)
     return found;
 }
 
-/* A number field of /proc/TID/status ("Tgid", "PPid"), or -1. */
-int proc_status_field(pid_t tid, const char *field)
-{
-    char text[64];
-    return status_text(tid, field, text, sizeof text) ? -1 : atoi(text);
-}
-
 /* A signal mask of /proc/TID/status ("SigPnd", "SigBlk"), 0 if unknown. */
 uint64_t proc_status_mask(pid_t tid, const char *field)
 {
@@ -123,21 +116,9 @@ void thread_forget(pid_t tid)
 
 int status_field(pid_t tid, const char *name, int absent)
 {
-    char path[64], line[128];
-    size_t n = strlen(name);
-    int value = absent;
-    snprintf(path, sizeof path, "/proc/%d/status", tid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return absent;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, name, n) == 0 && line[n] == ':') {
-            if (sscanf(line + n + 1, "%d", &value) != 1)
-                value = absent;
-            break;
-        }
-    fclose(f);
-    return value;
+    char text[64];
+    int value;
+    return status_text(tid, name, text, sizeof text) || sscanf(text, "%d", &value) != 1 ? absent : value;
 }
 
 pid_t tgid_of(pid_t tid) { return status_field(tid, "Tgid", tid); }
