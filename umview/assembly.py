@@ -19,6 +19,7 @@ BUILTIN = {
     "viewfs": "umview.modules.viewfs:Viewfs",
     "trace": "umview.modules.trace:Trace",
     "vnet": "umview.modules.vnet:Vnet",
+    "fs": "umview.modules.fs:Fs",
 }
 
 

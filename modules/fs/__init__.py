@@ -1,0 +1,482 @@
+"""fs: filesystem images, archives, tmpfs and FUSE servers, mounted for the
+processes of the view alone, without root, with the kernel doing the I/O.
+
+    umview -p fs bash
+    $ vumount -t ext4 disk.img /mnt          # or mount(8) as root; -o ro, server options
+    $ vumount -t iso9660 cd.iso /media/cd
+    $ vumount -t tar.gz src.tar.gz /src      # archivemount
+    $ vumount -t tmpfs -o size=64m none /scratch
+    $ squashfuse root.sqfs /mnt              # any FUSE server run in the view
+    $ fusermount -u /mnt                     # or umount / vuumount
+
+    umview -p fs,mount=disk.img:/mnt bash    # at start (type detected; or :TYPE)
+
+Every mount is made in the namespace of the view's mount helper (helper.py):
+a process in a private user + mount namespace, started with the first mount
+and gone with the view. The FUSE servers are Debian's, run unmodified in that
+namespace (fuse2fs, squashfuse, fuseiso, fusefat, fuse-zip, archivemount);
+tmpfs is the kernel's. The view redirects the mount point to the helper's tree
+(/proc/HELPER/root/TARGET), as viewfs redirects a move mount: files opened
+there are real kernel files, and read, write, mmap, exec and getdents on
+them never stop. The helper mounts each filesystem at the path the view shows
+it at, so the kernel names its files by the view's path (/proc/self/fd,
+/proc/self/maps, /proc/self/exe); /proc/self/mountinfo, /proc/self/mounts
+and /etc/mtab read in the view list the view's mounts (MountTable).
+
+A FUSE server started inside the view (its mount(2) of type fuse or fuse.NAME
+with fd=N) is mounted by the helper on the server's own /dev/fuse connection;
+as a normal user, /dev/fuse opened in the view is opened by the helper, in
+its user namespace, which the kernel requires of a connection mounted there.
+"""
+import errno
+import logging
+import os
+import re
+import shutil
+
+from umview import core, fdpass
+from umview.engine import CONTINUE, Engine, Skip
+from umview.service import Module, RedirectMount
+
+from .helper import HelperError, MountHelper
+
+log = logging.getLogger("umview")
+
+MS_RDONLY = 1
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_MOVE = 8192
+MNT_FORCE, MNT_DETACH = 1, 2
+O_CLOEXEC = 0o2000000
+
+#: filesystem type -> the FUSE server that serves it
+SERVERS = {
+    "ext2": "fuse2fs", "ext3": "fuse2fs", "ext4": "fuse2fs",
+    "squashfs": "squashfuse",
+    "iso9660": "fuseiso",
+    "vfat": "fusefat", "msdos": "fusefat",
+    "zip": "fuse-zip",
+    "tar": "archivemount", "tar.gz": "archivemount", "tgz": "archivemount", "tar.bz2": "archivemount",
+    "tar.xz": "archivemount", "tar.zst": "archivemount", "cpio": "archivemount", "archive": "archivemount",
+}
+#: View-OS names (umview 0.8's umfuse modules)
+ALIASES = {"umfuseext2": "ext2", "umfusefat": "vfat", "umfuseiso9660": "iso9660", "umfusezip": "zip",
+           "umfusearchive": "archive"}
+KERNEL_TYPES = ("tmpfs",)
+
+
+def detect_type(path):
+    """The filesystem type of an image or archive from its first bytes, or None."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(36 * 1024)
+    except OSError:
+        return None
+    if head[1080:1082] == b"\x53\xef":
+        return "ext4"
+    if head[:4] in (b"hsqs", b"sqsh"):
+        return "squashfs"
+    if head[32769:32774] == b"CD001":
+        return "iso9660"
+    if head[:4] == b"PK\x03\x04" or head[:4] == b"PK\x05\x06":
+        return "zip"
+    if head[257:262] == b"ustar" or head[:2] == b"\x1f\x8b" or head[:3] == b"BZh" \
+            or head[:6] == b"\xfd7zXZ\x00" or head[:4] == b"\x28\xb5\x2f\xfd" or head[:6] in (b"070701", b"070707"):
+        return "archive"
+    if head[510:512] == b"\x55\xaa" and (b"FAT" in head[54:62] or b"FAT" in head[82:90]):
+        return "vfat"
+    return None
+
+
+def server_argv(server, source, target, options, readonly):
+    """The command line that runs server in the foreground on target."""
+    opts = [o for o in options if o not in ("rw", "ro", "defaults")]
+    pre = []
+    if readonly:
+        opts.append("ro")
+        if server == "fuse-zip":
+            pre.append("-r")
+        elif server == "archivemount":
+            opts.append("readonly")
+    elif server == "fusefat":
+        opts.append("rw+")  # fusefat is read-only unless asked
+    argv = [server, *pre, source, target, "-f"]
+    if opts:
+        argv += ["-o", ",".join(opts)]
+    return argv
+
+
+def _escape(path):
+    for ch in b"\\ \t\n":
+        path = path.replace(bytes([ch]), b"\\%03o" % ch)
+    return path
+
+
+def _unescape(field):
+    return re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), field)
+
+
+class FsMount(RedirectMount):
+    """One filesystem of the view: target (the view's path) shows the
+    helper's mount at ns_target (the path in its namespace)."""
+
+    def __init__(self, module, target, ns_target, fstype, source, traced_server=False):
+        self.module = module
+        self.ns_target = ns_target.rstrip(b"/") or b"/"
+        self.fstype = fstype
+        self.source = source
+        #: served by a FUSE server that runs in the view: the monitor must
+        #: never wait on this filesystem (the server may be waiting on the
+        #: monitor), so symlinks in it are left to the kernel
+        self.opaque = traced_server
+        super().__init__(target, self._real, name=f"fs {target.decode(errors='replace')} ({fstype})")
+
+    def _real(self, rel):
+        base = self.module.helper.root + self.ns_target.rstrip(b"/")
+        return base + b"/" + rel if rel else base + (b"/" if self.ns_target == b"/" else b"")
+
+    def ns_path(self, rel):
+        """The path in the helper's namespace (what the kernel shows of it)."""
+        return self.ns_target.rstrip(b"/") + b"/" + rel if rel else self.ns_target
+
+    def virtual_of(self, real):
+        """The view's path of a file as the kernel names it (readlink of
+        /proc/PID/cwd or fd: its path in the helper's namespace), or None."""
+        base = self.ns_target.rstrip(b"/")
+        if real == self.ns_target or real.startswith(base + b"/"):
+            v = self.target.rstrip(b"/") + real[len(base):] or b"/"
+            return v if self.relative(v) is not None else None
+        return None
+
+    def shows_same_names(self, rel, real):
+        return real == self.ns_path(rel)
+
+
+class FsControl(Engine):
+    """mount(2) and umount2(2) of the types the module serves, and (as a
+    normal user) open of /dev/fuse."""
+
+    name = "fs"
+    syscalls = frozenset({"mount", "umount2"})
+    mounts_later = True
+    newest = True  # umount of a target reaches it before the mount rewrites the path
+    path_syscalls = frozenset({"open", "openat", "openat2"})
+
+    def __init__(self, module):
+        self.module = module
+        self.prefixes = (b"/dev/fuse",) if os.geteuid() != 0 else ()
+
+    def wants(self, call):
+        if call.name in self.syscalls:
+            return True
+        paths = call.paths()
+        return bool(paths) and paths[0] == b"/dev/fuse"
+
+    def enter(self, call):
+        try:
+            if call.name == "mount":
+                return self.module.mount_call(call)
+            if call.name == "umount2":
+                return self.module.umount_call(call)
+            return self.module.open_dev_fuse(call)
+        except HelperError as exc:
+            if exc.strerror != os.strerror(exc.errno):  # more than an errno: why, for the user
+                log.warning("fs: %s", exc.strerror)
+            return Skip.errno(exc.errno)
+
+
+class MountTable(Engine):
+    """/proc/PID/mountinfo, /proc/PID/mounts (and /proc/mounts, /etc/mtab)
+    opened in the view: the real table with the view's mounts added, in a
+    memfd handed to the process."""
+
+    name = "fs:mounttable"
+    path_syscalls = frozenset({"open", "openat", "openat2"})
+    prefixes = (b"/proc", b"/etc/mtab")
+    FILES = re.compile(rb"^/proc/(self|thread-self|\d+)(?:/task/(\d+))?/(mountinfo|mounts)$")
+
+    def __init__(self, module):
+        self.module = module
+
+    def wants(self, call):
+        paths = call.paths()
+        if not paths or paths[0] is None:
+            return False
+        p = paths[0]
+        return p in (b"/proc/mounts", b"/etc/mtab") or bool(self.FILES.match(p))
+
+    def enter(self, call):
+        p = call.paths()[0]
+        if p in (b"/proc/mounts", b"/etc/mtab"):
+            who, kind = b"self", b"mounts"
+        else:
+            m = self.FILES.match(p)
+            who, kind = m.group(2) or m.group(1), m.group(3)
+        if who == b"self":
+            pid = fdpass.tgid_of(call.tid)
+        elif who == b"thread-self":
+            pid = call.tid
+        else:
+            pid = int(who)
+        flags = call.arg("flags") if call.name != "openat2" else 0
+        if call.name == "openat2" or (flags & 3) != os.O_RDONLY:
+            return CONTINUE  # the kernel says what writing to it does
+        try:
+            with open(f"/proc/{pid}/{kind.decode()}", "rb") as f:
+                text = f.read()
+        except OSError:
+            return CONTINUE  # no such process: the kernel's answer
+        text = self.module.mount_table(text, kind == b"mountinfo")
+        fd = os.memfd_create("umview-" + kind.decode(), os.MFD_CLOEXEC)
+        try:
+            os.write(fd, text)
+            os.lseek(fd, 0, os.SEEK_SET)
+            cloexec = bool(flags & O_CLOEXEC)
+            if call.notified:
+                return Skip(call.complete_with_fd(fd, cloexec))
+            return Skip(fdpass.give_fd(call, fd, cloexec=cloexec, at="lowest"))
+        finally:
+            os.close(fd)
+
+
+class Fs(Module):
+    name = "fs"
+    description = "filesystem images, archives, tmpfs and FUSE servers mounted for the view (no root)"
+    options_help = ("mount=SOURCE:TARGET[:TYPE] (at start; repeat with ;); other options are "
+                    "mount options of those mounts (ro, a server's own)")
+
+    def __init__(self, options):
+        super().__init__(options)
+        spec = self.options.pop("mount", None)
+        self.initial_options = [k if v is True else f"{k}={v}" for k, v in self.options.items()]
+        self.fstypes = set(SERVERS) | set(ALIASES) | set(KERNEL_TYPES) | {"fuse", "fuseblk"}
+        self.helper = None
+        self.mounts = []
+        self.control = FsControl(self)
+        self.table = MountTable(self)
+        self.table_added = False
+        self.initial = []
+        if spec is True:
+            raise ValueError("module fs: mount=SOURCE:TARGET[:TYPE]")
+        if spec is None and self.initial_options:
+            raise ValueError(f"module fs: options {','.join(self.initial_options)} without mount=")
+        for item in filter(None, (spec or "").split(";")):
+            parts = item.split(":")
+            if len(parts) not in (2, 3):
+                raise ValueError(f"module fs: mount={item!r}: expected SOURCE:TARGET[:TYPE]")
+            source = os.path.abspath(os.path.join(self.cwd, parts[0]))
+            fstype = parts[2] if len(parts) == 3 else None
+            if fstype is not None and not self._known(fstype):
+                raise ValueError(f"module fs: unknown type {fstype!r} (known: {', '.join(sorted(self.fstypes))}, "
+                                 "fuse.NAME)")
+            self.initial.append((os.fsencode(source), os.fsencode(os.path.abspath(parts[1])), fstype))
+
+    def _known(self, fstype):
+        return fstype in self.fstypes or fstype.startswith("fuse.") or fstype == "auto"
+
+    # --- module life ---
+    def engines(self):
+        return [self.control]
+
+    def start(self):
+        for source, target, fstype in self.initial:
+            try:
+                self.mount(None, source, target, fstype, 0, list(self.initial_options))
+            except OSError as exc:
+                self.close()
+                raise ValueError(f"module fs: cannot mount {os.fsdecode(source)} on {os.fsdecode(target)}: "
+                                 f"{exc.strerror or exc}") from None
+
+    def busy(self):
+        return bool(self.mounts)
+
+    def close(self):
+        if self.helper is not None:
+            self.helper.stop()
+            self.helper = None
+        self.mounts = []
+
+    # --- helpers ---
+    def _helper(self):
+        if self.helper is None:
+            self.helper = MountHelper.start()
+        return self.helper
+
+    def _ns(self, real):
+        """A real path as the helper reaches it (its own tree: without the
+        /proc/HELPER/root the view's processes go through)."""
+        if self.helper is not None:
+            root = self.helper.root
+            if real == root or real.startswith(root + b"/"):
+                return real[len(root):] or b"/"
+        return real
+
+    def _mount_for(self, target):
+        for m in reversed(self.mounts):
+            if m.target == (target.rstrip(b"/") or b"/"):
+                return m
+        return None
+
+    # --- mount(2), umount2(2), open("/dev/fuse") ---
+    def mount_call(self, call):
+        if not call.raw("fstype"):
+            return CONTINUE
+        fstype = call.read_string(call.index_of("fstype"), 256).decode(errors="replace")
+        flags = call.arg("flags")
+        if not self._known(fstype) or flags & (MS_REMOUNT | MS_BIND | MS_MOVE):
+            return CONTINUE
+        target = call.paths()[0]
+        if target is None:
+            return Skip.errno(errno.EFAULT)
+        source = call.arg("source") or b""
+        if source and not source.startswith(b"/") and fstype not in KERNEL_TYPES:
+            cwd = core.proc_link(call.tid, core.AT_FDCWD) or b"/"
+            source = os.path.normpath(self._view_of(cwd) + b"/" + source)
+        data = call.read_string(call.index_of("data")).decode(errors="replace") if call.raw("data") else ""
+        options = [o for o in data.split(",") if o]
+        self.mount(call, source, target, fstype, flags, options)
+        return Skip(0)
+
+    def _view_of(self, real):
+        for m in reversed(self.mounts):
+            v = m.virtual_of(real)
+            if v is not None:
+                return v
+        return real
+
+    def mount(self, call, source, target, fstype, flags, options):
+        """Mount source on target (paths of the view) for the view; OSError."""
+        fstype = ALIASES.get(fstype, fstype)
+        real_target = self.realize(target)
+        if not os.path.isdir(real_target):
+            raise OSError(errno.ENOTDIR if os.path.exists(real_target) else errno.ENOENT, "mount point")
+        readonly = bool(flags & MS_RDONLY) or "ro" in options
+        fd_opt = next((o for o in options if o.startswith("fd=")), None)
+        traced = False
+        helper = self._helper()
+        ns_target = self._ns(real_target)
+        if fstype in KERNEL_TYPES:
+            helper.mount(source or fstype, ns_target, fstype, flags, ",".join(options))
+        elif fd_opt is not None and (fstype in ("fuse", "fuseblk") or fstype.startswith("fuse.")):
+            if call is None:
+                raise OSError(errno.EINVAL, "fd= names a file descriptor of a process")
+            # a FUSE server of the view mounting its own connection
+            try:
+                tfd = int(fd_opt[3:])
+                fd = fdpass.take_fd(fdpass.tgid_of(call.tid), tfd)
+            except (ValueError, OSError):
+                raise OSError(errno.EINVAL, "fd= is not an open file of the caller") from None
+            try:
+                data = ",".join("fd={fd}" if o == fd_opt else o for o in options)
+                helper.mount(source or fstype, ns_target, fstype, flags, data, fd=fd)
+            finally:
+                os.close(fd)
+            traced = True
+        else:
+            if fstype.startswith("fuse."):
+                server = fstype[5:]
+            elif fstype in ("fuse", "fuseblk"):
+                # mount.fuse's convention: SOURCE is "server#what"
+                server, _, rest = os.fsdecode(source).partition("#")
+                source = os.fsencode(rest)
+            else:
+                if fstype in (None, "auto"):
+                    fstype = detect_type(self.realize(source)) if source.startswith(b"/") else None
+                    if fstype is None:
+                        raise HelperError(errno.EINVAL, f"cannot tell the type of {os.fsdecode(source)}: "
+                                          "give it (-t TYPE, or mount=SOURCE:TARGET:TYPE)")
+                server = SERVERS.get(fstype)
+            if not server or not shutil.which(server):
+                raise HelperError(errno.ENODEV, f"no FUSE server for type {fstype}"
+                                  + (f": {server} is not installed (apt-get install "
+                                     f"{'fuse2fs' if server == 'fuse2fs' else server})" if server else ""))
+            src = source
+            if source.startswith(b"/"):
+                real_source = self.realize(source)
+                if not os.path.exists(real_source):
+                    raise OSError(errno.ENOENT, "source")
+                src = self._ns(real_source)
+            helper.run_server(server_argv(server, os.fsdecode(src), os.fsdecode(ns_target), options, readonly),
+                              ns_target)
+        m = FsMount(self, target, ns_target, fstype, source, traced_server=traced)
+        self.mounts.append(m)
+        if self.view is not None:
+            self.view.add_engine(m)
+            if not self.table_added:
+                self.view.add_engine(self.table)
+                self.table_added = True
+        return m
+
+    def umount_call(self, call):
+        target = call.paths()[0]
+        if target is None:
+            return CONTINUE
+        m = self._mount_for(target)
+        if m is None:
+            return CONTINUE
+        self.helper.umount(m.ns_target, call.arg("flags") & (MNT_FORCE | MNT_DETACH))
+        self.mounts.remove(m)
+        self.view.remove_engine(m)
+        if not self.mounts and self.table_added:
+            self.view.remove_engine(self.table)
+            self.table_added = False
+        return Skip(0)
+
+    def open_dev_fuse(self, call):
+        """/dev/fuse opened by the helper (in its user namespace: the kernel
+        mounts there only a connection opened there)."""
+        helper = self._helper()
+        if not helper.userns:
+            return CONTINUE
+        flags = call.arg("flags") if call.name != "openat2" else 0
+        fd = helper.open_dev_fuse(flags)
+        try:
+            cloexec = bool(flags & O_CLOEXEC)
+            if call.notified:
+                return Skip(call.complete_with_fd(fd, cloexec))
+            return Skip(fdpass.give_fd(call, fd, cloexec=cloexec, at="lowest"))
+        finally:
+            os.close(fd)
+
+    # --- the view's mount table ---
+    def mount_table(self, text, mountinfo):
+        """The real table (of the process's namespace) with the view's mounts
+        appended, as the helper's namespace lists them."""
+        if not self.mounts or self.helper is None:
+            return text
+        try:
+            with open(b"/proc/%d/%s" % (self.helper.pid, b"mountinfo" if mountinfo else b"mounts"), "rb") as f:
+                theirs = f.read().splitlines()
+        except OSError:
+            return text
+        lines = text.splitlines()
+        out = list(lines)
+        where = 4 if mountinfo else 1
+        ids = {}  # view mount point -> mount id shown
+        for line in lines:
+            f = line.split(b" ")
+            if mountinfo and len(f) > 4:
+                ids[_unescape(f[4])] = f[0]
+        used = set()
+        for m in self.mounts:
+            esc = _escape(m.ns_target)
+            cands = [i for i, line in enumerate(theirs) if line.split(b" ")[where:where + 1] == [esc]]
+            cands = [i for i in cands if i not in used]
+            if not cands:
+                continue
+            used.add(cands[0])
+            f = theirs[cands[0]].split(b" ")
+            f[where] = _escape(m.target)
+            if mountinfo:
+                parent = b"1"
+                best = -1
+                for point, mid in ids.items():
+                    p = point.rstrip(b"/")
+                    if (m.target == point or m.target.startswith(p + b"/")) and len(p) >= best:
+                        best, parent = len(p), mid
+                f[1] = parent
+                dash = f.index(b"-")
+                f = f[:6] + f[dash:]  # no propagation fields: a private mount of the view
+                ids[m.target] = f[0]
+            out.append(b" ".join(f))
+        return b"\n".join(out) + b"\n"
