@@ -169,6 +169,8 @@ class FsControl(Engine):
     def wants(self, call):
         if call.name in self.syscalls:
             return True
+        if call.name not in self.path_syscalls:
+            return False
         paths = call.paths()
         return bool(paths) and paths[0] == b"/dev/fuse"
 
@@ -199,6 +201,8 @@ class MountTable(Engine):
         self.module = module
 
     def wants(self, call):
+        if call.name not in self.path_syscalls:
+            return False
         paths = call.paths()
         if not paths or paths[0] is None:
             return False
@@ -329,7 +333,7 @@ class Fs(Module):
         if target is None:
             return Skip.errno(errno.EFAULT)
         source = call.arg("source") or b""
-        if source and not source.startswith(b"/") and fstype not in KERNEL_TYPES:
+        if source and not source.startswith(b"/") and (ALIASES.get(fstype, fstype) in SERVERS or fstype == "auto"):
             cwd = core.proc_link(call.tid, core.AT_FDCWD) or b"/"
             source = os.path.normpath(self._view_of(cwd) + b"/" + source)
         data = call.read_string(call.index_of("data")).decode(errors="replace") if call.raw("data") else ""
