@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 11
+#define UM_CORE_VERSION 12
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -170,6 +170,11 @@ int um_prefix_clear(void);
 #define UM_PREFIX_ALIAS 3   /* real, but another path of the view stands for it (a
                              * layer's upper directory): a path relative to a dirfd
                              * or cwd in it that climbs with ".." goes to Python */
+#define UM_PREFIX_KERNEL 4  /* a mount whose tree the kernel names by the view's own
+                             * path (modules/fs: a helper's mount at the same path):
+                             * absolute paths under it go to Python; a path relative
+                             * to a cwd or dirfd already under it is resolved there by
+                             * the kernel, unless it climbs with ".." */
 int um_prefix_add_kind(const char *prefix, int kind);
 int um_prefix_kind(const char *path); /* the kind a path falls under, -1 for none */
 

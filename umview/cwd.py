@@ -81,11 +81,12 @@ class CwdTracker(Engine):
         # a layered mount's lower files are the real ones at the same path:
         # an interpreter there is found by the kernel, one in the upper layer
         # is behind a path the layer set names (its script's call reaches us)
-        redirecting = any(m.target in m.prefixes for m in mounts)
+        redirecting = any(m.target in m.prefixes or m.target in m.kernel_prefixes for m in mounts)
         self.syscalls = self.EXEC_ALWAYS if redirecting else frozenset({"fchdir"})
         # claim what the mounts claim, with the same kinds: a layered mount
         # lets the C core keep most calls under it, and so must the tracker
         self.prefixes = tuple(dict.fromkeys(p for m in mounts for p in m.prefixes))
+        self.kernel_prefixes = tuple(dict.fromkeys(p for m in mounts for p in m.kernel_prefixes))
         self.layered_prefixes = tuple(dict.fromkeys(p for m in mounts for p in getattr(m, "layered_prefixes", ())))
         self.real_prefixes = tuple(dict.fromkeys(p for m in mounts for p in getattr(m, "real_prefixes", ())))
         self.alias_prefixes = tuple(dict.fromkeys(p for m in mounts for p in getattr(m, "alias_prefixes", ())))

@@ -71,6 +71,11 @@ class Engine:
         (``core.layer_add``); the others run natively.
     ``real_prefixes``: absolute paths inside a layered prefix that stay real
         (an ``except=`` path, /proc in a cow view of /).
+    ``kernel_prefixes``: mount points whose real tree the kernel names by
+        the view's own path (modules/fs: a helper's mount at the same path).
+        Absolute paths under them reach the engine, as under ``prefixes``;
+        a path relative to a cwd or dirfd already under one runs in the
+        kernel unless it climbs with "..": the kernel resolves it there.
 
     ``enter`` must not block for long: every traced process waits for it.
     It must not keep the Call after ``exit`` (or after ``enter`` if it did not
@@ -84,6 +89,7 @@ class Engine:
     prefixes = ()
     layered_prefixes = ()
     real_prefixes = ()
+    kernel_prefixes = ()
     #: real directories another path of the view stands for (a layer's upper
     #: directory): kept in C, but a path relative to a cwd or dirfd in one
     #: that climbs with ".." reaches Python
@@ -158,10 +164,11 @@ class Engine:
         if call.name in self.fd_syscalls and self.prefixes:
             path = core.proc_link(call.tid, core.signed32(call.args[0]))
             return path is not None and under_any(path, self.prefixes)
-        if call.name in self.path_syscalls and (self.prefixes or self.layered_prefixes):
+        if call.name in self.path_syscalls and (self.prefixes or self.layered_prefixes or self.kernel_prefixes):
             for path in call.paths():
                 if path is not None and (under_any(path, self.prefixes)
-                                         or under_any(path, self.layered_prefixes)):
+                                         or under_any(path, self.layered_prefixes)
+                                         or under_any(path, self.kernel_prefixes)):
                     return True
         return False
 

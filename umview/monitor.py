@@ -194,10 +194,12 @@ class Dispatcher:
         more calls to Python wins."""
         modes = self.modes(self.engines)
         prefixes = {}
-        rank = {lib.UM_PREFIX_PLAIN: 3, lib.UM_PREFIX_LAYERED: 2, lib.UM_PREFIX_ALIAS: 1, lib.UM_PREFIX_REAL: 0}
+        rank = {lib.UM_PREFIX_PLAIN: 4, lib.UM_PREFIX_KERNEL: 3, lib.UM_PREFIX_LAYERED: 2, lib.UM_PREFIX_ALIAS: 1,
+                lib.UM_PREFIX_REAL: 0}
         hidden = self._hidden_prefixes()
         for e in self.engines:
-            for kind, paths in ((lib.UM_PREFIX_PLAIN, e.prefixes), (lib.UM_PREFIX_LAYERED, e.layered_prefixes),
+            for kind, paths in ((lib.UM_PREFIX_PLAIN, e.prefixes), (lib.UM_PREFIX_KERNEL, e.kernel_prefixes),
+                                (lib.UM_PREFIX_LAYERED, e.layered_prefixes),
                                 (lib.UM_PREFIX_REAL, e.real_prefixes), (lib.UM_PREFIX_ALIAS, e.alias_prefixes)):
                 for p in paths:
                     p = p.encode() if isinstance(p, str) else p
@@ -246,7 +248,7 @@ class Dispatcher:
             for name in e.syscalls:
                 self._check_name(e, name)
                 modes[name] = modes.get(name, 0) | lib.UM_CLAIM_ALL
-            if e.prefixes or e.layered_prefixes or e.mounts_later:
+            if e.prefixes or e.layered_prefixes or e.kernel_prefixes or e.mounts_later:
                 for name in e.path_syscalls:
                     self._check_name(e, name)
                     if name not in self.table.path_calls:

@@ -155,13 +155,34 @@ def lstat_plain(path, dir_fd=AT_FDCWD_, beneath=False):
         os.close(fd)
 
 
+#: prefix -> an O_PATH fd of the directory it names, for real paths that
+#: go through a magic link the monitor may follow (/proc/HELPER/root of a
+#: mount helper, modules/fs): openat2 refuses magic links with
+#: RESOLVE_NO_SYMLINKS, so such a path is looked up from the fd
+_roots = {}
+
+
+def add_root(prefix, fd):
+    """Look real paths under prefix (b"/proc/PID/root") up from fd."""
+    _roots[prefix.rstrip(b"/")] = fd
+
+
+def remove_root(prefix):
+    return _roots.pop(prefix.rstrip(b"/"), None)
+
+
 def plain_path(real, follow_last):
     """Does the real path resolve with no symlink on its way (nor at its end,
     if follow_last)? True, False, or None where its last component is
     missing (then its parent decides). One openat2(2)."""
+    dir_fd = AT_FDCWD_
+    for prefix, fd in _roots.items():
+        if real.startswith(prefix + b"/") or real == prefix:
+            dir_fd, real = fd, real[len(prefix):].lstrip(b"/") or b"."
+            break
     try:
         # following the last component, a symlink there is ELOOP too
-        os.close(_openat2(real, AT_FDCWD_, _O_LOOKUP & ~os.O_NOFOLLOW if follow_last else _O_LOOKUP,
+        os.close(_openat2(real, dir_fd, _O_LOOKUP & ~os.O_NOFOLLOW if follow_last else _O_LOOKUP,
                           _RESOLVE_NO_SYMLINKS))
     except FileNotFoundError:
         return None

@@ -34,7 +34,7 @@ import os
 import re
 import shutil
 
-from umview import core, fdpass
+from umview import core, fdpass, pathwalk
 from umview.engine import CONTINUE, Engine, Skip
 from umview.service import Module, RedirectMount
 
@@ -130,6 +130,8 @@ class FsMount(RedirectMount):
         #: monitor), so symlinks in it are left to the kernel
         self.opaque = traced_server
         super().__init__(target, self._real, name=f"fs {target.decode(errors='replace')} ({fstype})")
+        # relative lookups from a cwd or dirfd already in the mount run in the kernel
+        self.prefixes, self.kernel_prefixes = (), (self.target,)
 
     def _real(self, rel):
         base = self.module.helper.root + self.ns_target.rstrip(b"/")
@@ -296,6 +298,8 @@ class Fs(Module):
 
     def close(self):
         if self.helper is not None:
+            pathwalk.remove_root(self.helper.root)
+            os.close(self.root_fd)
             self.helper.stop()
             self.helper = None
         self.mounts = []
@@ -304,6 +308,10 @@ class Fs(Module):
     def _helper(self):
         if self.helper is None:
             self.helper = MountHelper.start()
+            # the monitor's own lookups in the helper's tree start from its
+            # root (pathwalk: openat2 will not follow /proc/PID/root itself)
+            self.root_fd = os.open(self.helper.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            pathwalk.add_root(self.helper.root, self.root_fd)
         return self.helper
 
     def _ns(self, real):
@@ -350,7 +358,7 @@ class Fs(Module):
 
     def mount(self, call, source, target, fstype, flags, options):
         """Mount source on target (paths of the view) for the view; OSError."""
-        fstype = ALIASES.get(fstype, fstype)
+        fstype = ALIASES.get(fstype or "auto", fstype or "auto")
         real_target = self.realize(target)
         if not os.path.isdir(real_target):
             raise OSError(errno.ENOTDIR if os.path.exists(real_target) else errno.ENOENT, "mount point")

@@ -58,26 +58,44 @@ static int has_dotdot(const char *p)
 
 
 /* How the prefix table sees a normalized absolute path: UM_PREFIX_PLAIN if
- * a plain prefix holds it; otherwise the kind of the longest layered or real
- * prefix holding it (a real subtree of a layered mount stays real, a layered
- * one inside that is layered again; at equal length layered wins, the safer
- * side); -1 if no prefix holds it. */
-static int prefix_kind_of(const char *p)
+ * a plain prefix holds it; otherwise the kind of the longest kernel, layered
+ * or real prefix holding it (a real subtree of a layered mount stays real, a
+ * layered one inside that is layered again; at equal length kernel, then
+ * layered wins, the safer side); -1 if no prefix holds it. *at (if given)
+ * gets the index of that prefix. */
+static int prefix_kind_at(const char *p, int *at)
 {
-    int kind = -1;
+    int kind = -1, where = -1;
     size_t best = 0;
     for (int i = 0; i < nprefixes; i++) {
         size_t l = prefix_len[i];
         if (l > 1 && (strncmp(p, prefixes[i], l) != 0 || (p[l] != 0 && p[l] != '/')))
             continue;
-        if (prefix_kind[i] == UM_PREFIX_PLAIN)
-            return UM_PREFIX_PLAIN;
-        if (kind < 0 || l > best || (l == best && prefix_kind[i] == UM_PREFIX_LAYERED)) {
+        if (prefix_kind[i] == UM_PREFIX_PLAIN) {
+            kind = UM_PREFIX_PLAIN;
+            where = i;
+            break;
+        }
+        if (kind < 0 || l > best ||
+            (l == best && (prefix_kind[i] == UM_PREFIX_KERNEL ||
+                           (prefix_kind[i] == UM_PREFIX_LAYERED && kind != UM_PREFIX_KERNEL)))) {
             kind = prefix_kind[i];
+            where = i;
             best = l;
         }
     }
+    if (at)
+        *at = where;
     return kind;
+}
+
+static int prefix_kind_of(const char *p) { return prefix_kind_at(p, NULL); }
+
+/* Is the (absolute) base directory of a relative path at or under prefix i? */
+static int base_under(const char *base, int i)
+{
+    size_t l = prefix_len[i];
+    return l == 1 || (strncmp(base, prefixes[i], l) == 0 && (base[l] == 0 || base[l] == '/'));
 }
 
 int um_prefix_kind(const char *p) { return p[0] == '/' ? prefix_kind_of(p) : -EINVAL; }
@@ -120,7 +138,7 @@ static int symlink_on_path(const char *raw)
 static int visit_needs_python(const char *p, size_t n, uint64_t hash, int final, int writes)
 {
     int k = prefix_kind_of(p);
-    if (k == UM_PREFIX_PLAIN)
+    if (k == UM_PREFIX_PLAIN || k == UM_PREFIX_KERNEL)
         return 1;
     if (k != UM_PREFIX_LAYERED)
         return 0;
@@ -517,9 +535,10 @@ int um_decide(struct um_decide_in *in)
         /* relative to a virtual cwd: only Python knows where that is */
         int unsure = st->state == UM_SLOT_PATH && st->str[0] != '/' && st->cwd_relative && (in->vcwd & UM_VCWD) &&
                      !((in->vcwd & UM_VCWD_FAITHFUL) && !climbs);
+        int at = -1;
         if (n >= 0 && !unsure) {
             in->path_len[s] = n;
-            in->path_kind[s] = prefix_kind_of(in->path[s]);
+            in->path_kind[s] = prefix_kind_at(in->path[s], &at);
         }
         if (python)
             continue;
@@ -548,6 +567,16 @@ int um_decide(struct um_decide_in *in)
         int k = in->path_kind[s];
         if (k == UM_PREFIX_PLAIN) {
             python = 1;
+            continue;
+        }
+        if (k == UM_PREFIX_KERNEL) {
+            /* relative to a cwd or dirfd that the kernel already has in the
+             * mount's tree (or in what lies under the mount point, opened
+             * before the mount: as natively), with no "..": the kernel finds
+             * what the view shows. Absolute, entering the mount from
+             * outside, or climbing: Python rewrites it. */
+            if (!(st->state == UM_SLOT_PATH && st->str[0] != '/' && !climbs && base_under(st->base, at)))
+                python = 1;
             continue;
         }
         /* ".." from a directory of a layer's upper directory: its parent
