@@ -28,7 +28,9 @@ def _libc():
 def vumount_main(argv=None):
     p = argparse.ArgumentParser(prog="vumount", description="mount(2) inside a umview view, "
                                 "with mount(8)'s syntax (no root needed for umview's modules)")
-    p.add_argument("-t", "--types", required=True, metavar="TYPE", help="filesystem type, e.g. viewfs")
+    p.add_argument("-t", "--types", default="auto", metavar="TYPE",
+                   help="filesystem type, e.g. viewfs, ext4, iso9660, tmpfs (default: auto; the fs module tells "
+                        "an image's or archive's type from its content)")
     p.add_argument("-o", "--options", default="", metavar="OPTS",
                    help="comma-separated options (ro, bind, remount set flags; the rest is passed as data)")
     p.add_argument("source")

@@ -202,12 +202,16 @@ class ServiceControl(Engine):
             if owner is None:
                 raise ServiceError(errno.ENOENT, f"no filesystem alias {alias!r}")
             owner.module.fstypes.discard(alias)
+            if hasattr(owner.module, "del_fsalias"):
+                owner.module.del_fsalias(alias)
             return
         if alias in self.aliases or any(alias in getattr(s.module, "fstypes", ()) for s in self.services):
             raise ServiceError(errno.EEXIST, f"{alias!r} is already a filesystem type of this view")
         for s in reversed(self.services):
             if fstype in getattr(s.module, "fstypes", ()):
                 s.module.fstypes.add(alias)
+                if hasattr(s.module, "add_fsalias"):  # a module serving several types: which one
+                    s.module.add_fsalias(alias, fstype)
                 self.aliases[alias] = s
                 return
         raise ServiceError(errno.ENODEV, f"no loaded service serves filesystem type {fstype!r}")

@@ -257,6 +257,7 @@ class Fs(Module):
         self.initial_options = [k if v is True else f"{k}={v}" for k, v in self.options.items()]
         self.fstypes = set(SERVERS) | set(ALIASES) | set(KERNEL_TYPES) | {"fuse", "fuseblk"}
         self.helper = None
+        self.user_aliases = {}  # um_fsalias ALIAS FSTYPE
         self.mounts = []
         self.control = FsControl(self)
         self.table = MountTable(self)
@@ -276,6 +277,12 @@ class Fs(Module):
                 raise ValueError(f"module fs: unknown type {fstype!r} (known: {', '.join(sorted(self.fstypes))}, "
                                  "fuse.NAME)")
             self.initial.append((os.fsencode(source), os.fsencode(os.path.abspath(parts[1])), fstype))
+
+    def add_fsalias(self, alias, fstype):
+        self.user_aliases[alias] = fstype
+
+    def del_fsalias(self, alias):
+        self.user_aliases.pop(alias, None)
 
     def _known(self, fstype):
         return fstype in self.fstypes or fstype.startswith("fuse.") or fstype == "auto"
@@ -358,7 +365,8 @@ class Fs(Module):
 
     def mount(self, call, source, target, fstype, flags, options):
         """Mount source on target (paths of the view) for the view; OSError."""
-        fstype = ALIASES.get(fstype or "auto", fstype or "auto")
+        fstype = self.user_aliases.get(fstype, fstype) or "auto"
+        fstype = ALIASES.get(fstype, fstype)
         real_target = self.realize(target)
         if not os.path.isdir(real_target):
             raise OSError(errno.ENOTDIR if os.path.exists(real_target) else errno.ENOENT, "mount point")
@@ -458,37 +466,50 @@ class Fs(Module):
             return text
         try:
             with open(b"/proc/%d/%s" % (self.helper.pid, b"mountinfo" if mountinfo else b"mounts"), "rb") as f:
-                theirs = f.read().splitlines()
+                theirs = f.read()
         except OSError:
             return text
-        lines = text.splitlines()
-        out = list(lines)
-        where = 4 if mountinfo else 1
-        ids = {}  # view mount point -> mount id shown
+        return view_table(text, theirs, [(m.target, m.ns_target) for m in self.mounts], mountinfo)
+
+
+def view_table(text, theirs, mounts, mountinfo):
+    """A mount table (/proc/PID/mountinfo if mountinfo, else /proc/PID/mounts
+    format) with the view's mounts appended: for each (target, ns_target),
+    oldest first, the helper's line (from theirs, its own table) of its mount
+    on ns_target, shown on target. In mountinfo the parent is the mount the
+    target lies on in the table so far, and the propagation fields go (a
+    view's mount is private to it)."""
+    lines = text.splitlines()
+    theirs = theirs.splitlines()
+    out = list(lines)
+    where = 4 if mountinfo else 1
+    ids = {}  # mount point -> the id of the newest mount there
+    if mountinfo:
         for line in lines:
             f = line.split(b" ")
-            if mountinfo and len(f) > 4:
+            if len(f) > 4:
                 ids[_unescape(f[4])] = f[0]
-        used = set()
-        for m in self.mounts:
-            esc = _escape(m.ns_target)
-            cands = [i for i, line in enumerate(theirs) if line.split(b" ")[where:where + 1] == [esc]]
-            cands = [i for i in cands if i not in used]
-            if not cands:
+    used = set()
+    for target, ns_target in mounts:
+        esc = _escape(ns_target)
+        # the n-th mount on a path in the view is the n-th there in the helper
+        cands = [i for i, line in enumerate(theirs)
+                 if line.split(b" ")[where:where + 1] == [esc] and i not in used]
+        if not cands:
+            continue
+        used.add(cands[0])
+        f = theirs[cands[0]].split(b" ")
+        f[where] = _escape(target)
+        if mountinfo:
+            if b"-" not in f[6:]:
                 continue
-            used.add(cands[0])
-            f = theirs[cands[0]].split(b" ")
-            f[where] = _escape(m.target)
-            if mountinfo:
-                parent = b"1"
-                best = -1
-                for point, mid in ids.items():
-                    p = point.rstrip(b"/")
-                    if (m.target == point or m.target.startswith(p + b"/")) and len(p) >= best:
-                        best, parent = len(p), mid
-                f[1] = parent
-                dash = f.index(b"-")
-                f = f[:6] + f[dash:]  # no propagation fields: a private mount of the view
-                ids[m.target] = f[0]
-            out.append(b" ".join(f))
-        return b"\n".join(out) + b"\n"
+            parent, best = f[1], -1
+            for point, mid in ids.items():
+                p = point.rstrip(b"/")
+                if (target == point or target.startswith(p + b"/")) and len(p) >= best:
+                    best, parent = len(p), mid
+            f[1] = parent
+            f = f[:6] + f[f.index(b"-", 6):]
+            ids[target] = f[0]
+        out.append(b" ".join(f))
+    return b"\n".join(out) + b"\n"

@@ -59,12 +59,12 @@ SERVER_EXIT_TIMEOUT = 60    # how long a server may take to finish after unmount
 _MAX_MSG = 1 << 20
 
 
-def userns_hint():
+def userns_hint(proc="/proc"):
     """Why unprivileged user namespaces may be refused on this machine, and
     the fix, or "" when nothing known stands in the way."""
     def read(path):
         try:
-            with open(path) as f:
+            with open(proc + path[len("/proc"):]) as f:
                 return f.read().strip()
         except OSError:
             return None
