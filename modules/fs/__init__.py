@@ -88,6 +88,23 @@ def detect_type(path):
     return None
 
 
+def loop_backing_file(path):
+    """The file behind a loop device (mount(8) run as root sets one up for an
+    image before mount(2)), or None. The server then opens the file itself,
+    and the device, made with autoclear, goes when mount(8) closes it."""
+    import stat
+
+    try:
+        st = os.stat(path)
+        if not stat.S_ISBLK(st.st_mode):
+            return None
+        with open(f"/sys/dev/block/{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}/loop/backing_file", "rb") as f:
+            backing = f.read().rstrip(b"\n")
+    except OSError:
+        return None
+    return backing if backing.startswith(b"/") and os.path.exists(backing) else None
+
+
 def server_argv(server, source, target, options, readonly):
     """The command line that runs server in the foreground on target."""
     opts = [o for o in options if o not in ("rw", "ro", "defaults")]
@@ -415,7 +432,7 @@ class Fs(Module):
                 real_source = self.realize(source)
                 if not os.path.exists(real_source):
                     raise OSError(errno.ENOENT, "source")
-                src = self._ns(real_source)
+                src = self._ns(loop_backing_file(real_source) or real_source)
             helper.run_server(server_argv(server, os.fsdecode(src), os.fsdecode(ns_target), options, readonly),
                               ns_target)
         m = FsMount(self, target, ns_target, fstype, source, traced_server=traced)
