@@ -17,8 +17,17 @@ MS_RDONLY = 1
 MS_REMOUNT = 32
 MS_BIND = 4096
 FLAG_OPTIONS = {"ro": MS_RDONLY, "remount": MS_REMOUNT, "bind": MS_BIND}
-HINT = ("is this a umview view with a module for that type? "
-        "(e.g. `umview -p viewfs`; outside a view the kernel answers)")
+
+
+def _hint(fstype=None):
+    """Why the kernel, not a module, answered a mount or umount."""
+    if not control.in_view():
+        return ("not inside a umview view, so the kernel answered: start one with a module that serves "
+                "the type (`umview -p fs` for images, archives and tmpfs; `umview -p viewfs` for directories)")
+    if fstype is None:
+        return "not a mount point of this view's modules: the kernel answered"
+    return (f"unless a service said why above, none of this view's serves type {fstype!r} and the kernel "
+            "answered (um_ls_service lists the services; `um_add_service fs` serves images, archives, tmpfs)")
 
 
 def _libc():
@@ -48,7 +57,7 @@ def vumount_main(argv=None):
         e = ctypes.get_errno()
         print(f"vumount: mounting {args.source} on {args.target} failed: {os.strerror(e)}", file=sys.stderr)
         if e in (1, 19):  # EPERM, ENODEV: the kernel, not a module, answered
-            print(f"vumount: {HINT}", file=sys.stderr)
+            print(f"vumount: {_hint(args.types)}", file=sys.stderr)
         return 32
     return 0
 
@@ -65,7 +74,7 @@ def vuumount_main(argv=None):
         e = ctypes.get_errno()
         print(f"vuumount: {args.target}: {os.strerror(e)}", file=sys.stderr)
         if e in (1, 22):
-            print(f"vuumount: {HINT}", file=sys.stderr)
+            print(f"vuumount: {_hint()}", file=sys.stderr)
         return 32
     return 0
 

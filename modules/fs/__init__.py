@@ -418,15 +418,19 @@ class Fs(Module):
                 source = os.fsencode(rest)
             else:
                 if fstype in (None, "auto"):
+                    if source.startswith(b"/") and not os.path.exists(self.realize(source)):
+                        raise OSError(errno.ENOENT, f"{os.fsdecode(source)}: {os.strerror(errno.ENOENT)}")
                     fstype = detect_type(self.realize(source)) if source.startswith(b"/") else None
                     if fstype is None:
                         raise HelperError(errno.EINVAL, f"cannot tell the type of {os.fsdecode(source)}: "
                                           "give it (-t TYPE, or mount=SOURCE:TARGET:TYPE)")
                 server = SERVERS.get(fstype)
-            if not server or not shutil.which(server):
-                raise HelperError(errno.ENODEV, f"no FUSE server for type {fstype}"
-                                  + (f": {server} is not installed (apt-get install "
-                                     f"{'fuse2fs' if server == 'fuse2fs' else server})" if server else ""))
+            if not server:
+                raise HelperError(errno.ENODEV, f"no FUSE server for type {fstype}")
+            if not shutil.which(server):
+                package = set(SERVERS.values())
+                raise HelperError(errno.ENODEV, f"type {fstype} needs {server}, which is not installed"
+                                  + (f" (apt-get install {server})" if server in package else ""))
             src = source
             if source.startswith(b"/"):
                 real_source = self.realize(source)
