@@ -245,6 +245,12 @@ class MountTable(Engine):
         if call.name == "openat2" or (flags & 3) != os.O_RDONLY:
             return CONTINUE  # the kernel says what writing to it does
         try:
+            outside = pid != call.tid and core.proc_status(pid, "TracerPid").get("TracerPid") != [b"%d" % os.getpid()]
+        except OSError:
+            return CONTINUE  # no such process: the kernel's answer
+        if outside:
+            return CONTINUE  # a process outside the view: its table has none of the view's mounts
+        try:
             with open(f"/proc/{pid}/{kind.decode()}", "rb") as f:
                 text = f.read()
         except OSError:
