@@ -109,6 +109,11 @@ def server_argv(server, source, target, options, readonly):
     """The command line that runs server in the foreground on target."""
     opts = [o for o in options if o not in ("rw", "ro", "defaults")]
     pre = []
+    if server == "fuseiso":
+        # no ~/.mtab.fuseiso (the home of the passwd entry, not $HOME): a
+        # file written outside the view; where that home is not writable
+        # (nobody's /nonexistent) fuseiso exits once mounted: a dead mount
+        pre.append("-n")
     if readonly:
         opts.append("ro")
         if server == "fuse-zip":
