@@ -114,6 +114,11 @@ def server_argv(server, source, target, options, readonly):
         # file written outside the view; where that home is not writable
         # (nobody's /nonexistent) fuseiso exits once mounted: a dead mount
         pre.append("-n")
+    elif server == "fuse2fs":
+        # the kernel checks permissions, as its ext4 driver does: fuse2fs's
+        # own check (1.47.0) refuses a normal user open(O_CREAT|O_RDWR, 0444)
+        # of the file it creates, and git cannot write an object
+        opts += [o for o in ("default_permissions", "fakeroot") if o not in opts]
     if readonly:
         opts.append("ro")
         if server == "fuse-zip":

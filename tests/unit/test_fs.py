@@ -44,18 +44,31 @@ def test_detect_type_of_unknown_or_missing_is_none(tmp_path):
 
 
 def test_server_argv_runs_in_the_foreground_with_the_options():
-    assert server_argv("fuse2fs", "/i.img", "/mnt", ["fakeroot"], False) == \
-        ["fuse2fs", "/i.img", "/mnt", "-f", "-o", "fakeroot"]
-    assert server_argv("fuse2fs", "/i.img", "/mnt", ["rw", "defaults"], False) == ["fuse2fs", "/i.img", "/mnt", "-f"]
+    assert server_argv("squashfuse", "/i.img", "/mnt", ["offset=512"], False) == \
+        ["squashfuse", "/i.img", "/mnt", "-f", "-o", "offset=512"]
+    assert server_argv("squashfuse", "/i.img", "/mnt", ["rw", "defaults"], False) == \
+        ["squashfuse", "/i.img", "/mnt", "-f"]
 
 
 def test_server_argv_read_only_in_each_servers_words():
-    assert server_argv("fuse2fs", "/i", "/m", [], True) == ["fuse2fs", "/i", "/m", "-f", "-o", "ro"]
+    assert server_argv("squashfuse", "/i", "/m", [], True) == ["squashfuse", "/i", "/m", "-f", "-o", "ro"]
     assert server_argv("fuse-zip", "/z", "/m", ["ro"], True) == ["fuse-zip", "-r", "/z", "/m", "-f", "-o", "ro"]
     assert server_argv("archivemount", "/a", "/m", [], True)[-1] == "ro,readonly"
     # fusefat writes only when asked
     assert server_argv("fusefat", "/f", "/m", [], False)[-1] == "rw+"
     assert server_argv("fusefat", "/f", "/m", [], True)[-1] == "ro"
+
+
+def test_server_argv_fuseiso_keeps_no_mtab_in_the_home():
+    assert server_argv("fuseiso", "/c.iso", "/m", [], True) == ["fuseiso", "-n", "/c.iso", "/m", "-f", "-o", "ro"]
+
+
+def test_server_argv_fuse2fs_leaves_permissions_to_the_kernel():
+    # fuse2fs 1.47.0's own check refuses open(O_CREAT|O_RDWR, 0444) of a new file
+    assert server_argv("fuse2fs", "/i", "/m", [], False) == \
+        ["fuse2fs", "/i", "/m", "-f", "-o", "default_permissions,fakeroot"]
+    assert server_argv("fuse2fs", "/i", "/m", ["fakeroot", "ro"], True) == \
+        ["fuse2fs", "/i", "/m", "-f", "-o", "fakeroot,default_permissions,ro"]
 
 
 MOUNTINFO = (b"22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"
