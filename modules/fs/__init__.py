@@ -47,6 +47,7 @@ MS_REMOUNT = 32
 MS_BIND = 4096
 MS_MOVE = 8192
 MNT_FORCE, MNT_DETACH = 1, 2
+UMOUNT_NOFOLLOW = 8
 O_CLOEXEC = 0o2000000
 
 #: filesystem type -> the FUSE server that serves it
@@ -363,6 +364,14 @@ class Fs(Module):
                 return real[len(root):] or b"/"
         return real
 
+    def _follow(self, target):
+        """target with its symlinks followed in the view, as the kernel
+        follows them to a mount point; not into a filesystem a FUSE server of
+        the view serves (the monitor must never wait on one)."""
+        if any(m.opaque and m.relative(target) is not None for m in self.mounts):
+            return target
+        return pathwalk.walk(target, self.realize)[0]
+
     def _mount_for(self, target):
         for m in reversed(self.mounts):
             if m.target == (target.rstrip(b"/") or b"/"):
@@ -400,6 +409,7 @@ class Fs(Module):
         """Mount source on target (paths of the view) for the view; OSError."""
         fstype = self.user_aliases.get(fstype, fstype) or "auto"
         fstype = ALIASES.get(fstype, fstype)
+        target = self._follow(target)
         real_target = self.realize(target)
         if not os.path.isdir(real_target):
             raise OSError(errno.ENOTDIR if os.path.exists(real_target) else errno.ENOENT, "mount point")
@@ -469,6 +479,8 @@ class Fs(Module):
         if target is None:
             return CONTINUE
         m = self._mount_for(target)
+        if m is None and not call.arg("flags") & UMOUNT_NOFOLLOW:
+            m = self._mount_for(self._follow(target))
         if m is None:
             return CONTINUE
         self.helper.umount(m.ns_target, call.arg("flags") & (MNT_FORCE | MNT_DETACH))

@@ -172,8 +172,9 @@ def build_tree(world):
     src = world.src
     os.makedirs(os.path.join(src, "sub"))
     os.makedirs(os.path.join(src, "pkg"))
-    files = {"sub/hello.txt": "hello from the image\n", "pkg/__init__.py": "from . import mod\nVALUE = mod.VALUE\n",
-             "pkg/mod.py": "VALUE = 7\n", "sub/private.txt": "for its owner\n", "run.sh": '#!/bin/sh\necho "script ran: $(cat "$(dirname "$0")/rel")"\n'}
+    files = {"sub/hello.txt": "hello from the image\n", "sub/private.txt": "for its owner\n",
+             "pkg/__init__.py": "from . import mod\nVALUE = mod.VALUE\n", "pkg/mod.py": "VALUE = 7\n",
+             "run.sh": '#!/bin/sh\necho "script ran: $(cat "$(dirname "$0")/rel")"\n'}
     for name, text in files.items():
         with open(os.path.join(src, name), "w") as f:
             f.write(text)
@@ -399,6 +400,26 @@ print(*sorted({{l.split()[-1] for l in open('/proc/self/maps') if 'libanswer' in
     assert r.stdout.decode().splitlines() == [
         f"{mnt}/sub", f"{mnt}/sub", f"{mnt}/sub", f"{mnt}/sub/hello.txt", f"{mnt}/sub/libanswer.so",
         f"answer 42 from {mnt}/prog", *[f"{mnt} {img}"] * 5, f"{mnt}", f"{mnt}", parent, "0"]
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_mount_on_a_symlink_mounts_on_the_directory_it_names(world, user):
+    need_user(user)
+    d = world.scratch(user, "link")
+    mnt = os.path.join(d, "dir")
+    os.mkdir(mnt)
+    os.symlink("dir", os.path.join(d, "link"))
+    chown_tree(d, user)
+    link = os.path.join(d, "link")
+    script = (f"cut -d' ' -f5 /proc/self/mountinfo | grep '^{d}'; ls {mnt}/sub | head -n 1; "
+              f"UMOUNT {link} && ls -A {mnt} | wc -l")
+    native = run(as_user(user, private_ns(user) + [
+        "bash", "-c", f"mount -t tmpfs none {link} && mkdir {mnt}/sub && touch {mnt}/sub/hello.txt && "
+        + script.replace("UMOUNT", "umount")]))
+    assert native.stdout.decode() == f"{mnt}\nhello.txt\n0\n", native.stderr
+    r = world.view(user, ["-p", "fs"], f"vumount -t squashfs {world.image('squashfs')} {link} && "
+                   + script.replace("UMOUNT", "vuumount"))
+    assert r.stdout.decode() == native.stdout.decode(), r.stderr
 
 
 @pytest.mark.parametrize("user", USERS)
