@@ -33,6 +33,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 
 from umview import core, fdpass, pathwalk
 from umview.engine import CONTINUE, Engine, Skip
@@ -93,8 +94,6 @@ def loop_backing_file(path):
     """The file behind a loop device (mount(8) run as root sets one up for an
     image before mount(2)), or None. The server then opens the file itself,
     and the device, made with autoclear, goes when mount(8) closes it."""
-    import stat
-
     try:
         st = os.stat(path)
         if not stat.S_ISBLK(st.st_mode):
@@ -132,6 +131,15 @@ def server_argv(server, source, target, options, readonly):
     if opts:
         argv += ["-o", ",".join(opts)]
     return argv
+
+
+def _lookup(path, what):
+    """os.stat(path), or OSError with the errno the kernel would give a
+    mount(2) that looks it up (ENOENT, EACCES, ENOTDIR, ...)."""
+    try:
+        return os.stat(path)
+    except OSError as exc:
+        raise OSError(exc.errno, f"{what}: {os.strerror(exc.errno)}") from None
 
 
 def _escape(path):
@@ -411,8 +419,8 @@ class Fs(Module):
         fstype = ALIASES.get(fstype, fstype)
         target = self._follow(target)
         real_target = self.realize(target)
-        if not os.path.isdir(real_target):
-            raise OSError(errno.ENOTDIR if os.path.exists(real_target) else errno.ENOENT, "mount point")
+        if not stat.S_ISDIR(_lookup(real_target, "mount point").st_mode):
+            raise OSError(errno.ENOTDIR, "mount point")
         readonly = bool(flags & MS_RDONLY) or "ro" in options
         fd_opt = next((o for o in options if o.startswith("fd=")), None)
         traced = False
@@ -444,8 +452,8 @@ class Fs(Module):
                 source = os.fsencode(rest)
             else:
                 if fstype in (None, "auto"):
-                    if source.startswith(b"/") and not os.path.exists(self.realize(source)):
-                        raise OSError(errno.ENOENT, f"{os.fsdecode(source)}: {os.strerror(errno.ENOENT)}")
+                    if source.startswith(b"/"):
+                        _lookup(self.realize(source), os.fsdecode(source))
                     fstype = detect_type(self.realize(source)) if source.startswith(b"/") else None
                     if fstype is None:
                         raise HelperError(errno.EINVAL, f"cannot tell the type of {os.fsdecode(source)}: "
@@ -460,8 +468,7 @@ class Fs(Module):
             src = source
             if source.startswith(b"/"):
                 real_source = self.realize(source)
-                if not os.path.exists(real_source):
-                    raise OSError(errno.ENOENT, "source")
+                _lookup(real_source, "source")
                 src = self._ns(loop_backing_file(real_source) or real_source)
             helper.run_server(server_argv(server, os.fsdecode(src), os.fsdecode(ns_target), options, readonly),
                               ns_target)

@@ -423,6 +423,33 @@ def test_mount_on_a_symlink_mounts_on_the_directory_it_names(world, user):
 
 
 @pytest.mark.parametrize("user", USERS)
+def test_mount_errors_are_the_kernels(world, user):
+    need_user(user)
+    d = world.scratch(user, "errors")
+    img = world.image("squashfs")
+    closed = os.path.join(d, "closed")  # root's, 0700: nobody may not look inside
+    os.makedirs(os.path.join(closed, "mnt"))
+    shutil.copy(img, closed)
+    os.chmod(closed, 0o700)
+    open(os.path.join(d, "file"), "w").close()
+    # (source, target, the kernel's error, what shows it natively)
+    cases = [(f"{d}/none.sqfs", d, "No such file or directory", f"cat {d}/none.sqfs"),
+             (img, f"{d}/none", "No such file or directory", f"cd {d}/none"),
+             (img, f"{d}/file", "Not a directory", f"cd {d}/file")]
+    if user != "root":
+        hidden = f"{closed}/{os.path.basename(img)}"
+        cases += [(hidden, d, "Permission denied", f"cat {hidden}"),
+                  (img, f"{closed}/mnt", "Permission denied", f"cd {closed}/mnt")]
+    native = run(as_user(user, ["bash", "-c", "; ".join(c[3] for c in cases)]))
+    assert [line.rsplit(": ", 1)[-1] for line in native.stderr.decode().splitlines()] == [c[2] for c in cases]
+    r = world.view(user, ["-p", "fs"], "; ".join(f"vumount -t squashfs {src} {tgt}" for src, tgt, *_ in cases)
+                   + f"; grep -c {d} /proc/self/mountinfo")
+    assert r.stderr.decode().splitlines() == [f"vumount: mounting {src} on {tgt} failed: {err}"
+                                              for src, tgt, err, _ in cases]
+    assert r.stdout == b"0\n"
+
+
+@pytest.mark.parametrize("user", USERS)
 def test_umount_of_a_busy_mount_is_ebusy_and_the_mount_keeps_working(world, user):
     need_user(user)
     d = world.scratch(user, "busy")
