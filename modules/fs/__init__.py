@@ -44,6 +44,7 @@ from .helper import HelperError, MountHelper
 log = logging.getLogger("umview")
 
 MS_RDONLY = 1
+MS_NOSUID, MS_NODEV = 2, 4
 MS_REMOUNT = 32
 MS_BIND = 4096
 MS_MOVE = 8192
@@ -472,6 +473,15 @@ class Fs(Module):
                 src = self._ns(loop_backing_file(real_source) or real_source)
             helper.run_server(server_argv(server, os.fsdecode(src), os.fsdecode(ns_target), options, readonly),
                               ns_target)
+            if readonly:
+                # read-only for the kernel too (fuse2fs keeps -o ro to itself):
+                # access(W_OK) and writes answer EROFS, as on a kernel mount;
+                # nosuid,nodev kept from libfuse's mount
+                try:
+                    helper.mount("none", ns_target, "none", MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, "")
+                except OSError:
+                    helper.umount(ns_target)
+                    raise
         m = FsMount(self, target, ns_target, fstype, source, traced_server=traced)
         self.mounts.append(m)
         if self.view is not None:

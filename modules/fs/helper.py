@@ -45,6 +45,7 @@ import time
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
+MS_REMOUNT = 32
 MS_REC = 0x4000
 MS_SLAVE = 1 << 19
 MNT_DETACH = 2
@@ -429,7 +430,8 @@ class _Helper:  # pragma: no cover - runs in the helper
         if r != 0:
             e = ctypes.get_errno()
             self._mount_failed(OSError(e, os.strerror(e)), f"mount -t {req['fstype']}")
-        self.targets.append(req["target"])
+        if not req["flags"] & MS_REMOUNT:  # a remount changes a mount, makes none
+            self.targets.append(req["target"])
         return []
 
     def op_umount(self, req, fds):

@@ -79,6 +79,24 @@ with open(path, "rb") as f:
 """
 
 
+# what a process may do to a file and directory of DIR: errno names
+WRITES = r"""import errno, os, sys
+d = sys.argv[1]
+print("access W_OK", os.access(d + "/sub/hello.txt", os.W_OK), os.access(d + "/sub", os.W_OK))
+for name, act in [("open for writing", lambda: os.close(os.open(d + "/sub/hello.txt", os.O_WRONLY))),
+                  ("create", lambda: os.close(os.open(d + "/sub/new", os.O_CREAT | os.O_WRONLY, 0o644))),
+                  ("mkdir", lambda: os.mkdir(d + "/sub/dir")),
+                  ("rename", lambda: os.rename(d + "/sub/hello.txt", d + "/sub/moved")),
+                  ("unlink", lambda: os.unlink(d + "/sub/hello.txt")),
+                  ("chmod", lambda: os.chmod(d + "/sub/hello.txt", 0o600))]:
+    try:
+        act()
+        print(name, "done")
+    except OSError as e:
+        print(name, errno.errorcode[e.errno])
+"""
+
+
 def uid_of(user):
     return 0 if user == "root" else NOBODY
 
@@ -114,6 +132,7 @@ class World:
         self.missing = {}   # kind -> why there is no image
         self.check = self.script("check.sh", CHECK)
         self.mmap = self.script("mmap_rw.py", MMAP)
+        self.writes = self.script("writes.py", WRITES)
         self._tools = {}
 
     def script(self, name, text):
@@ -317,6 +336,27 @@ def test_root_views_mount_is_open_to_other_users_as_their_modes_say(world, kind)
                      "process that may ptrace the helper: another uid gets EACCES (and the servers would need "
                      "allow_other,default_permissions)")
     assert (r.stdout.decode(), r.stderr.decode()) == expected
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("user", USERS)
+def test_read_only_mount_refuses_writes_with_erofs_as_the_kernel_does(world, user, kind):
+    need_user(user)
+    img = world.image(kind)
+    mnt = world.scratch(user, "mnt")
+    # natively: a read-only tmpfs holding the same names
+    native = run(as_user(user, private_ns(user) + [
+        "bash", "-c", f"mount -t tmpfs none {mnt} && mkdir {mnt}/sub && echo x > {mnt}/sub/hello.txt && "
+        f"mount -o remount,bind,ro {mnt} && python3 {world.writes} {mnt}"]))
+    assert native.returncode == 0, native.stderr
+    assert native.stdout.decode().splitlines()[0] == "access W_OK False False"
+    assert set(line.rsplit(" ", 1)[1] for line in native.stdout.decode().splitlines()[1:]) == {"EROFS"}
+    before = digest(img)
+    r = world.view(user, ["-p", "fs"], f"vumount -t {kind} -o ro {img} {mnt} && python3 {world.writes} {mnt}"
+                   f" && vuumount {mnt}")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode() == native.stdout.decode()
+    assert digest(img) == before
 
 
 # --- a read-write ext4 image ---
