@@ -263,6 +263,17 @@ def _mounted(target):  # pragma: no cover - runs in the helper
         return any(line.split(b" ", 5)[4] == esc for line in f)
 
 
+def _answers(target):  # pragma: no cover - runs in the helper
+    """Does the FUSE filesystem just mounted on target answer? A server that
+    dies once mounted (fuse2fs 1.47.0 on a journal that needs recovery)
+    leaves a mount where every call fails with ENOTCONN."""
+    try:
+        os.statvfs(target)
+    except OSError as exc:
+        return exc.errno != errno.ENOTCONN
+    return True
+
+
 def _escape(path):
     """A path as mountinfo writes it (space, tab, newline, backslash in octal)."""
     path = os.fsencode(path)
@@ -398,9 +409,12 @@ class _Helper:  # pragma: no cover - runs in the helper
         deadline = time.monotonic() + SERVER_MOUNT_TIMEOUT
         while time.monotonic() < deadline:
             if self._count(target) > before:
-                self.servers.append(server)
-                self.targets.append(target)
-                return []
+                if _answers(target):
+                    self.servers.append(server)
+                    self.targets.append(target)
+                    return []
+                _c().umount2(os.fsencode(target), MNT_DETACH)  # its server is gone
+                break
             if proc.poll() is not None:
                 break
             time.sleep(0.003)
@@ -409,8 +423,10 @@ class _Helper:  # pragma: no cover - runs in the helper
         proc.wait()
         text = server.output()
         os.close(log)
+        rc = proc.returncode
         raise OSError(errno.EINVAL, f"{os.path.basename(req['argv'][0])} did not mount {target}"
-                      + (f" (exit status {proc.returncode})" if proc.returncode else "")
+                      + (f" (killed by signal {-rc}: {signal.strsignal(-rc)})" if rc and rc < 0 else
+                         f" (exit status {rc})" if rc else "")
                       + (f": {text}" if text else ""))
 
     @staticmethod

@@ -411,6 +411,24 @@ def test_rw_ext4_image_keeps_an_mmap_write_and_a_git_commit(world, user, journal
     assert r.stdout == b"written by mmap\nfirst commit\ncommitted in the image\n"
 
 
+@pytest.mark.parametrize("user", USERS)
+def test_image_whose_server_dies_once_mounted_is_a_failed_mount_not_a_dead_one(world, user):
+    # fuse2fs 1.47.0 mounts an image whose journal needs recovery (one a
+    # kernel left mounted), then dies: natively a mount that answers ENOTCONN
+    need_user(user)
+    need("fuse2fs")
+    img, mnt = rw_ext4(world, user, journal=True)
+    r = run(["debugfs", "-w", "-R", "feature needs_recovery", img])
+    assert r.returncode == 0, r.stderr
+    native = run(as_user(user, private_ns(user) + ["bash", "-c", f"fuse2fs {img} {mnt}; stat -f {mnt}"]))
+    if b"Transport endpoint is not connected" not in native.stderr:
+        pytest.skip(f"this fuse2fs serves an image whose journal needs recovery: {native.stderr[-200:]!r}")
+    r = world.view(user, ["-p", "fs"], f"vumount -t ext4 {img} {mnt}; echo $?; grep -c ' {mnt} ' /proc/self/mountinfo;"
+                   f" vumount -t squashfs {world.image('squashfs')} {mnt} && cat {mnt}/rel")
+    assert r.stdout == b"32\n0\nhello from the image\n", r.stderr
+    assert f"fuse2fs did not mount {mnt}" in r.stderr.decode()
+
+
 # --- what the view shows of a mount ---
 
 @pytest.mark.parametrize("user", USERS)
