@@ -15,7 +15,6 @@ import pwd
 import select
 import shlex
 import shutil
-import signal
 import stat
 import subprocess
 import tempfile
@@ -281,7 +280,8 @@ def private_ns(user):
 
 
 def mount_lines(base, pid="self"):
-    """The lines of /proc/PID/mountinfo that name something under base."""
+    """The lines of /proc/PID/mountinfo that name something under base (the
+    module's tree: other sessions on the machine may mount elsewhere)."""
     try:
         with open(f"/proc/{pid}/mountinfo") as f:
             return [line for line in f if base in line]
