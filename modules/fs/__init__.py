@@ -470,7 +470,14 @@ class Fs(Module):
             if source.startswith(b"/"):
                 real_source = self.realize(source)
                 _lookup(real_source, "source")
-                src = self._ns(loop_backing_file(real_source) or real_source)
+                backing = loop_backing_file(real_source) or real_source
+                src = self._ns(backing)
+                if not readonly and server == "fuse2fs" and not os.access(backing, os.W_OK):
+                    # as mount(8) does, and fuse-zip and archivemount
+                    # themselves; fuse2fs would fail ("Permission denied.
+                    # Please run e2fsck")
+                    log.warning("fs: %s is write-protected, mounted read-only", os.fsdecode(source))
+                    readonly = True
             helper.run_server(server_argv(server, os.fsdecode(src), os.fsdecode(ns_target), options, readonly),
                               ns_target)
             if readonly:

@@ -359,6 +359,28 @@ def test_read_only_mount_refuses_writes_with_erofs_as_the_kernel_does(world, use
     assert digest(img) == before
 
 
+@pytest.mark.parametrize("kind", ["ext4", "zip", "tar.gz"])
+def test_write_protected_image_is_mounted_read_only_as_mount8_does(world, kind):
+    need_user("nobody")
+    if not (has_kernel_fs("ext4") and os.path.exists("/dev/loop-control")):
+        pytest.skip("needs the kernel's ext4 and loop devices (to show mount(8)'s own answer)")
+    img = world.image(kind)
+    d = world.scratch("root", "protected")  # root's: nobody may not write the images in it
+    protected, ext4 = (shutil.copy(i, d) for i in (img, world.image("ext4")))
+    mnt = world.scratch("nobody", "mnt")
+    # natively: mount(8) mounts a write-protected image read-only
+    native = run(private_ns("root") + ["bash", "-c", f"mount --bind -o ro {d} {d} && mount -t ext4 {ext4} {mnt}"
+                                       f" && findmnt -n -o OPTIONS {mnt} | cut -d, -f1"])
+    assert native.stdout == b"ro\n", native.stderr
+    before = digest(protected)
+    r = world.view("nobody", ["-p", "fs"], f"vumount -t {kind} {protected} {mnt} && cat {mnt}/rel && "
+                   f"echo more >> {mnt}/sub/hello.txt; vuumount {mnt}")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"hello from the image\n"
+    assert "Read-only file system" in r.stderr.decode()
+    assert digest(protected) == before
+
+
 # --- a read-write ext4 image ---
 
 def rw_ext4(world, user, journal=False):
