@@ -74,6 +74,7 @@ class CwdTracker(Engine):
         self.vcwd = {}      # tgid -> virtual cwd (bytes), only where it is virtual
         self.faithful = {}  # tgid -> the real cwd, where the virtual one is faithful
         self.fd_paths = {}  # (tgid, fd) -> (virtual path, real path)
+        self.opaque = ()    # mount points the monitor never looks under
 
     def set_mounts(self, mounts):
         self.mounts = tuple(mounts)
@@ -90,6 +91,9 @@ class CwdTracker(Engine):
         self.layered_prefixes = tuple(dict.fromkeys(p for m in mounts for p in getattr(m, "layered_prefixes", ())))
         self.real_prefixes = tuple(dict.fromkeys(p for m in mounts for p in getattr(m, "real_prefixes", ())))
         self.alias_prefixes = tuple(dict.fromkeys(p for m in mounts for p in getattr(m, "alias_prefixes", ())))
+        # filesystems served by processes of the view (modules/fs: a FUSE
+        # server run in the view): see _leave_to_kernel
+        self.opaque = tuple(m.target for m in mounts if getattr(m, "opaque", False))
 
     def realize(self, vpath):
         """The real path the mounts make of a virtual path (newest first, as the
@@ -266,7 +270,7 @@ class CwdTracker(Engine):
         if call.name == "execveat" and call.flags & AT_EMPTY_PATH:
             return
         path = call.paths()[0]
-        if path is None:
+        if path is None or self._leave_to_kernel(path):
             return
         try:
             with open(self.realize(path), "rb") as f:
@@ -280,7 +284,7 @@ class CwdTracker(Engine):
         arg = arg.strip(b" ")
         if not interp.startswith(b"/"):
             return
-        resolved, crossed = walk(interp, self.realize, True)
+        resolved, crossed = walk(interp, self.realize, True, opaque=self.opaque)
         if not crossed:
             return  # not under a mount: the kernel finds it
         # the kernel's argument list: interpreter, its optional argument, the
@@ -352,16 +356,35 @@ class CwdTracker(Engine):
                 full = base + b"/" + path
             else:
                 full = path
+            if self._leave_to_kernel(full):
+                continue
             follow = follows_last(call.spec.nofollow[slot], call.args) or full.endswith(b"/")
             view = ViewLookup(self.mounts, call)
             if self._plain(view, full, follow):
                 continue  # the walk would give the path as it is: the mounts rewrite it lexically
-            resolved, crossed = walk(full, view.realize, follow, lstat=view.lstat)
+            resolved, crossed = walk(full, view.realize, follow, lstat=view.lstat, opaque=self.opaque)
             # no mount on the way: the kernel resolves the original path the same way
             if crossed and resolved != path:
                 if len(resolved) >= 4096:
                     raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG))
                 call.set_string(index, resolved)
+
+    def _leave_to_kernel(self, vpath):
+        """Does the absolute view path vpath lie, without "..", on a
+        filesystem served by a process of the view (an opaque mount)? Then
+        the monitor must not look it up: the server may itself be waiting
+        on the monitor (in a trapped call of its own: bindfs lstats its
+        source at each request), and both would wait forever. The mount
+        rewrites such a path lexically and the kernel walks the rest (walk
+        stops at an opaque mount point for the same reason). What is given
+        up there: symlinks inside such a filesystem are followed by the
+        kernel, in the helper's tree, so an absolute one names the real
+        root's file, not the view's; and a #! script there is run by the
+        kernel, which looks for its interpreter outside the view's mounts."""
+        if not self.opaque:
+            return False
+        comps = [c for c in vpath.split(b"/") if c and c != b"."]
+        return b".." not in comps and under_any(b"/" + b"/".join(comps), self.opaque)
 
     @staticmethod
     def _plain(view, vpath, follow):

@@ -20,7 +20,7 @@ MAXSYMLINKS = 40
 AT_FDCWD_ = -100
 
 
-def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink):
+def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink, opaque=()):
     """Resolve absolute ``path`` (bytes) in the view.
 
     ``realize(vpath)`` gives the real path the kernel would use for a virtual
@@ -28,7 +28,9 @@ def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink):
     mount: if not, the kernel resolves the original path the same way).
     Raises OSError(ELOOP) after 40 symlinks. A component that does not exist
     or is not a directory ends the walk: the rest is appended as is, and the
-    kernel gives the errno.
+    kernel gives the errno. ``opaque``: view paths (mount points) the walk
+    must not look at or below: reaching one ends the walk there, the rest
+    appended as is, for the kernel to resolve.
     """
     if not path.startswith(b"/"):
         raise ValueError("walk wants an absolute path")
@@ -50,6 +52,11 @@ def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink):
                 done.pop()
             ahead = True
             continue
+        if opaque and _under(done + [comp], opaque):
+            done.append(comp)
+            done.extend(reversed(todo))
+            crossed = True  # a mount's: the mounts rewrite the path
+            break
         if ahead:
             # the whole path as far as it is known: a realize that remembers
             # (a layered mount's, per call) looks it up in one pass, and
@@ -99,6 +106,11 @@ def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink):
     if trailing_slash and result != b"/":
         result += b"/"
     return result, crossed
+
+
+def _under(comps, prefixes):
+    path = b"/" + b"/".join(comps)
+    return any(path == p or path.startswith(p.rstrip(b"/") + b"/") for p in prefixes)
 
 
 # --- resolving without symlinks (openat2, Linux 5.6) --------------------------
