@@ -439,6 +439,13 @@ class Fs(Module):
             except (ValueError, OSError):
                 raise OSError(errno.EINVAL, "fd= is not an open file of the caller") from None
             try:
+                if helper.userns:
+                    # in the helper's user namespace the kernel lets only
+                    # processes of that namespace use an allow_other mount
+                    # (fuse_allow_current_process), and the view's are not:
+                    # without it, the user who mounted it (the user of every
+                    # process of the view) may
+                    options = [o for o in options if o != "allow_other"]
                 data = ",".join("fd={fd}" if o == fd_opt else o for o in options)
                 helper.mount(source or fstype, ns_target, fstype, flags, data, fd=fd)
             finally:
