@@ -377,9 +377,17 @@ class Fs(Module):
         """target with its symlinks followed in the view, as the kernel
         follows them to a mount point; not into a filesystem a FUSE server of
         the view serves (the monitor must never wait on one)."""
-        if any(m.opaque and m.relative(target) is not None for m in self.mounts):
-            return target
-        return pathwalk.walk(target, self.realize)[0]
+        return pathwalk.walk(target, self.realize, opaque=tuple(m.target for m in self.mounts if m.opaque))[0]
+
+    def _not_on_opaque(self, path):
+        """HelperError if path (of the view) lies on a filesystem served by
+        a process of the view: neither the monitor nor the helper (which the
+        monitor waits for) may look it up, as the server may be waiting on
+        the monitor (see CwdTracker._leave_to_kernel)."""
+        for m in self.mounts:
+            if m.opaque and m.relative(path) is not None:
+                raise HelperError(errno.EBUSY, f"{os.fsdecode(path)} is on {os.fsdecode(m.target)}, served by "
+                                  "a process of the view: a mount cannot use it")
 
     def _mount_for(self, target):
         for m in reversed(self.mounts):
@@ -419,6 +427,7 @@ class Fs(Module):
         fstype = self.user_aliases.get(fstype, fstype) or "auto"
         fstype = ALIASES.get(fstype, fstype)
         target = self._follow(target)
+        self._not_on_opaque(target)
         real_target = self.realize(target)
         if not stat.S_ISDIR(_lookup(real_target, "mount point").st_mode):
             raise OSError(errno.ENOTDIR, "mount point")
@@ -452,6 +461,8 @@ class Fs(Module):
                 os.close(fd)
             traced = True
         else:
+            if source.startswith(b"/"):
+                self._not_on_opaque(source)  # the server run by the helper reads it
             if fstype.startswith("fuse."):
                 server = fstype[5:]
             elif fstype in ("fuse", "fuseblk"):
