@@ -345,6 +345,30 @@ def test_a_killed_server_leaves_an_unconnected_mount_that_unmounts_as_natively(t
     assert unconnected(r.stderr) == unconnected(ref.stderr)
 
 
+@pytest.mark.xfail(strict=True, reason="fusermount3's auto_unmount watcher checks the mount by bind-mounting its "
+                   "parent in a private namespace and reading /proc/mounts again, which the view's table cannot show: "
+                   "it says 'not mounted' and the mount stays unconnected until fusermount -u")
+@pytest.mark.parametrize("user", USERS)
+def test_a_killed_server_mounted_with_auto_unmount_loses_its_mount(trees, user):
+    need_user(user)
+    need("squashfuse", "fusermount3")
+    script = ("squashfuse -f -o auto_unmount img.sqfs mnt & pid=$!; mounted mnt && cat mnt/a.txt && kill -9 $pid;"
+              " wait $pid; for i in $(seq 80); do mountpoint -q mnt || break; sleep 0.025; done; ls mnt && echo gone")
+    differential(trees, user, "1", script, "sqfs", ok=b"gone")
+
+
+@pytest.mark.xfail(strict=True, reason="a view lasts as long as any of its processes, a FUSE daemon too: one "
+                   "left mounted keeps the view running after its command exits (natively the command returns "
+                   "and the mount stays in the host)")
+def test_a_view_whose_command_leaves_a_fuse_daemon_mounted_ends_with_the_command(trees):
+    need_user("root")
+    need("squashfuse")
+    t = trees()
+    t.image("sqfs")
+    r = viewed(t, "root", "1", "trap - EXIT; squashfuse img.sqfs mnt && cat mnt/a.txt", wait=5)
+    assert r.stdout == b"hello\n"
+
+
 # --- the host, and the monitor's death ------------------------------------------
 
 def _wait_for(path, proc, seconds=WAIT):
