@@ -647,6 +647,8 @@ class Monitor:
         pid = lib.um_spawn(cargv)
         if pid < 0:
             raise OSError(-pid, os.strerror(-pid), argv[0])
+        #: the view's command: its process id
+        self.first_pid = pid
         self._loop()
         err = lib.um_spawn_error()
         if err:

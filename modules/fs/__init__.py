@@ -91,6 +91,21 @@ def detect_type(path):
     return None
 
 
+def _holds_dev_fuse(pid):
+    """Has process pid (a string) a /dev/fuse connection open?"""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == "/dev/fuse":
+                return True
+        except OSError:
+            pass
+    return False
+
+
 def loop_backing_file(path):
     """The file behind a loop device (mount(8) run as root sets one up for an
     image before mount(2)), or None. The server then opens the file itself,
@@ -213,6 +228,9 @@ class FsControl(Engine):
         paths = call.paths()
         return bool(paths) and paths[0] == b"/dev/fuse"
 
+    def on_exit(self, tid):
+        self.module.process_gone(tid)
+
     def enter(self, call):
         try:
             if call.name == "mount":
@@ -300,6 +318,7 @@ class Fs(Module):
         self.initial_options = [k if v is True else f"{k}={v}" for k, v in self.options.items()]
         self.fstypes = set(SERVERS) | set(ALIASES) | set(KERNEL_TYPES) | {"fuse", "fuseblk"}
         self.helper = None
+        self.command_done = False  # the view's first process has ended
         self.user_aliases = {}  # um_fsalias ALIAS FSTYPE
         self.mounts = []
         self.control = FsControl(self)
@@ -526,12 +545,50 @@ class Fs(Module):
         if m is None:
             return CONTINUE
         self.helper.umount(m.ns_target, call.arg("flags") & (MNT_FORCE | MNT_DETACH))
+        self._forget(m)
+        return Skip(0)
+
+    def _forget(self, m):
         self.mounts.remove(m)
         self.view.remove_engine(m)
         if not self.mounts and self.table_added:
             self.view.remove_engine(self.table)
             self.table_added = False
-        return Skip(0)
+
+    def process_gone(self, tid):
+        """A thread of the view is gone. Once the view's command has ended
+        and the only processes left are FUSE servers of the view's mounts
+        (a daemon such as `squashfuse img mnt` left mounted), those mounts
+        are undone, lazily, so that the servers end and the view with them:
+        natively the command would return and leave the mount in the host,
+        where a view's mount cannot stay."""
+        if self.view is None or self.view.parent is not None:
+            return
+        if tid == getattr(self.view.monitor, "first_pid", None):
+            self.command_done = True
+        if not self.command_done or not any(m.opaque for m in self.mounts):
+            return
+        me = b"%d" % os.getpid()
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == tid:
+                continue
+            try:
+                st = core.proc_status(int(name), "State", "TracerPid")
+                if st.get("TracerPid") != [me] or st.get("State", [b"Z"])[0] in (b"Z", b"X"):
+                    continue
+                if not _holds_dev_fuse(name):
+                    return  # a process of the view that still runs: the mounts stay
+            except OSError:
+                continue  # gone meanwhile
+        for m in [m for m in self.mounts if m.opaque]:
+            try:
+                self.helper.umount(m.ns_target, MNT_DETACH)
+            except OSError as exc:
+                log.warning("fs: unmounting %s after the view's command: %s", os.fsdecode(m.target), exc.strerror)
+                continue
+            log.info("fs: %s unmounted: the view's command is over and only its server is left",
+                     os.fsdecode(m.target))
+            self._forget(m)
 
     def open_dev_fuse(self, call):
         """/dev/fuse opened by the helper (in its user namespace: the kernel
