@@ -932,6 +932,8 @@ def parse_args(argv):
 
 def main(argv=None):
     sys.stdout.reconfigure(line_buffering=True)
+    # killed: unwind, so that native mounts are unmounted and the directory removed
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args = parse_args(argv)
     configs, notes = build_configs(args)
     if not configs:
