@@ -48,6 +48,10 @@ fs workloads, and the fs workloads run only under them):
   umview-null-on-native  the null engine on the native mount: the fast path's
                cost alone (every path call trapped, resumed by C)
   proot-on-native  proot on the native mount
+  fuse-native-1cpu, umview-fs-1cpu  the same as fuse-native and umview-fs,
+               with every process on CPU 0 (taskset -c 0 on the FUSE server,
+               the workload, umview and so its mount helper): no wake-up
+               crosses CPUs
 
 Standard library only. Workloads are prepared in a temporary directory that
 is removed at the end (--keep keeps it); the fs workloads' image is made once
@@ -73,7 +77,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 NULL_ENGINE = os.path.join(HERE, "null_path_engine.py") + ":NullPathEngine"
 
-FS_CONFIGS = ("fuse-native", "umview-fs", "umview-unreal-on-native", "umview-null-on-native", "proot-on-native")
+FS_CONFIGS = ("fuse-native", "umview-fs", "umview-unreal-on-native", "umview-null-on-native", "proot-on-native",
+              "fuse-native-1cpu", "umview-fs-1cpu")
+ONE_CPU = ["taskset", "-c", "0"]
 ALL_CONFIGS = ("native", "umview", "umview-null", "umview-unreal", "umview-cow", "umview-vnet", "proot",
                "proot-b", "strace", "umview-strace", "unshare-net") + FS_CONFIGS
 ALL_WORKLOADS = ("true", "make", "find", "git", "pyimport", "pytest", "regrtest", "net",
@@ -392,12 +398,12 @@ def mount_count(mountpoint):
 
 
 @contextlib.contextmanager
-def fuse_mounted(image, mountpoint, timeout=60):
+def fuse_mounted(image, mountpoint, prefix=(), timeout=60):
     """image mounted read-only on mountpoint by fuse2fs (run in the
-    foreground, as this process's child) for the with block; unmounted and
-    its server gone after it, whatever happens."""
+    foreground, as this process's child, after prefix: taskset...) for the
+    with block; unmounted and its server gone after it, whatever happens."""
     before = mount_count(mountpoint)
-    server = subprocess.Popen(["fuse2fs", image, mountpoint, "-f", "-o", "ro"], stdin=subprocess.DEVNULL,
+    server = subprocess.Popen([*prefix, "fuse2fs", image, mountpoint, "-f", "-o", "ro"], stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + timeout
@@ -449,7 +455,7 @@ class FsWorkload(Workload):
 
     def session(self, config):
         if config is None or config.native_mount:
-            return fuse_mounted(self.image.path, self.mountpoint)
+            return fuse_mounted(self.image.path, self.mountpoint, config.pin if config else ())
         return contextlib.nullcontext()
 
 
@@ -509,7 +515,7 @@ WORKLOAD_CLASSES = {c.name: c for c in (TrueWorkload, MakeWorkload, FindWorkload
 # --------------------------------------------------------------------------
 
 class Config:
-    def __init__(self, name, prefix, tool, spin=None, native_mount=False):
+    def __init__(self, name, prefix, tool, spin=None, native_mount=False, pin=()):
         self.name = name
         self.prefix = prefix  # list, or a callable(stats_file, workload) -> list
         self.tool = tool
@@ -517,8 +523,10 @@ class Config:
         self.umview = callable(prefix)
         #: which workloads it runs (Workload.kind)
         self.kind = "fs" if name.split("/")[0].split("@")[0] in FS_CONFIGS else "plain"
-        #: an fs workload's image mounted natively around each run (Workload.session)
+        #: an fs workload's image mounted natively around each run (Workload.session),
+        #: its server run after pin (taskset ...)
         self.native_mount = native_mount
+        self.pin = pin
 
     def argv(self, workload, stats_file):
         prefix = self.prefix(stats_file, workload) if self.umview else self.prefix
@@ -532,10 +540,11 @@ def build_configs(args):
     for name in wanted:
         if name == "native":
             configs.append(Config("native", [], None))
-        elif name == "fuse-native":
-            configs.append(Config("fuse-native", [], None, native_mount=True))
+        elif name in ("fuse-native", "fuse-native-1cpu"):
+            pin = ONE_CPU if name.endswith("-1cpu") else []
+            configs.append(Config(name, pin, None, native_mount=True, pin=pin))
         elif name in ("umview", "umview-null", "umview-unreal", "umview-cow", "umview-vnet", "umview-strace",
-                      "umview-fs", "umview-unreal-on-native", "umview-null-on-native"):
+                      "umview-fs", "umview-unreal-on-native", "umview-null-on-native", "umview-fs-1cpu"):
             if not umview:
                 notes.append(f"{name}: skipped, no umview found (build the venv or pass --umview)")
                 continue
@@ -544,14 +553,14 @@ def build_configs(args):
                 label = (name if len(args.spin) == 1 else f"{name}/spin={spin}") + tag
 
                 def prefix(stats_file, workload, name=name, spin=spin, umview=build):
-                    p = [umview, "--stats-file", stats_file]
+                    p = (ONE_CPU if name.endswith("-1cpu") else []) + [umview, "--stats-file", stats_file]
                     if spin:
                         p += ["--spin", str(spin)]
                     if name in ("umview-null", "umview-null-on-native"):
                         p += ["--engine", NULL_ENGINE]
                     elif name in ("umview-unreal", "umview-unreal-on-native"):
                         p += ["-p", "unreal"]
-                    elif name == "umview-fs":
+                    elif name in ("umview-fs", "umview-fs-1cpu"):
                         p += ["-p", f"fs,mount={workload.image.path}:{workload.mountpoint},ro"]
                     elif name == "umview-cow":
                         # a fresh layer per run, next to the stats file (removed with it)
