@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Compare umview with native, PRoot and strace on real workloads, in one run.
 
-    python3 bench/run.py                      # full run (about 15 minutes)
+    python3 bench/run.py                      # full run (about 20 minutes)
     python3 bench/run.py --quick --only find  # smoke test (seconds)
+    python3 bench/run.py --only fs-true,fs-tar,fs-read --configs fuse-native,umview-fs --cache /var/tmp/ub
     python3 bench/run.py --only find,git --configs native,umview-null --spin 0,100,1000
 
 Every workload runs under every configuration, repetitions interleaved (one
@@ -34,10 +35,30 @@ Configurations:
   unshare-net  unshare -rn with lo up: the kernel's own private network, the
                floor for umview-vnet (for the net workload)
 
+Configurations of the fs workloads (a disk image mounted; these run only the
+fs workloads, and the fs workloads run only under them):
+  fuse-native  the image mounted natively with fuse2fs -o ro (a fresh mount
+               for every run, made and unmounted outside the timed run), the
+               workload run on it: what ratios of fs workloads are over
+  umview-fs    umview -p fs,mount=IMAGE:MOUNTPOINT,ro: the view mounts the
+               image in its mount helper (start, mount and unmount are in the
+               timed run: the fs-true workload measures them alone)
+  umview-unreal-on-native  umview -p unreal on the native mount: the cost of
+               any path module, to tell it from what the fs module adds
+  umview-null-on-native  the null engine on the native mount: the fast path's
+               cost alone (every path call trapped, resumed by C)
+  proot-on-native  proot on the native mount
+  fuse-native-1cpu, umview-fs-1cpu  the same as fuse-native and umview-fs,
+               with every process on CPU 0 (taskset -c 0 on the FUSE server,
+               the workload, umview and so its mount helper): no wake-up
+               crosses CPUs
+
 Standard library only. Workloads are prepared in a temporary directory that
-is removed at the end (--keep keeps it).
+is removed at the end (--keep keeps it); the fs workloads' image is made once
+per run there, or kept in --cache DIR between runs.
 """
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -56,9 +77,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 NULL_ENGINE = os.path.join(HERE, "null_path_engine.py") + ":NullPathEngine"
 
+FS_CONFIGS = ("fuse-native", "umview-fs", "umview-unreal-on-native", "umview-null-on-native", "proot-on-native",
+              "fuse-native-1cpu", "umview-fs-1cpu")
+ONE_CPU = ["taskset", "-c", "0"]
 ALL_CONFIGS = ("native", "umview", "umview-null", "umview-unreal", "umview-cow", "umview-vnet", "proot",
-               "proot-b", "strace", "umview-strace", "unshare-net")
-ALL_WORKLOADS = ("true", "make", "find", "git", "pyimport", "pytest", "regrtest", "net")
+               "proot-b", "strace", "umview-strace", "unshare-net") + FS_CONFIGS
+ALL_WORKLOADS = ("true", "make", "find", "git", "pyimport", "pytest", "regrtest", "net",
+                 "fs-true", "fs-tar", "fs-read")
 
 PY_IMPORTS = "import email, json, http.client, asyncio, decimal, xml.dom.minidom, argparse, logging, unittest"
 # Regression tests that do file I/O and take a few seconds together natively.
@@ -85,6 +110,12 @@ class Workload:
 
     name = ""
     compare_stdout = False
+    #: the configurations it runs under (Config.kind), and the one its ratios are over
+    kind = "plain"
+    reference = "native"
+    #: a workload of the same kind that measures the fixed start-up of each
+    #: configuration, taken off for the "net" ratio
+    startup = None
 
     def __init__(self, root, args):
         self.root = root
@@ -93,6 +124,15 @@ class Workload:
 
     def prepare(self):
         pass
+
+    def session(self, config):
+        """A context around one run under config (None: the native warm-up
+        and profile runs), outside the timed run."""
+        return contextlib.nullcontext()
+
+    def own_seconds(self, stderr):
+        """The time the command says its own work took (dd does), or None."""
+        return None
 
     def missing(self):
         """Why this workload cannot run here, or None."""
@@ -304,8 +344,170 @@ class NetWorkload(Workload):
         return "python: a loopback echo server and N connections (socket, connect, send, recv, close)"
 
 
+class FsImage:
+    """The ext4 image (no journal) the fs workloads share: DIRS x 100 small
+    files under files/ and one file of BIG_MB MiB, big. Made once with
+    mkfs.ext4 -d from a tree staged next to it (the image file is sparse:
+    only what the tree holds is written), then reused: in the run's
+    temporary directory, or kept in --cache DIR between runs."""
+
+    PER_DIR = 100
+
+    def __init__(self, where, files, big_mb):
+        self.dirs = max(1, files // self.PER_DIR)
+        self.files = self.dirs * self.PER_DIR
+        self.big_mb = big_mb
+        self.path = os.path.join(where, f"fs-{self.files}files-{big_mb}M.ext4")
+
+    def make(self):
+        if os.path.exists(self.path):
+            return
+        stage = self.path + ".tree"
+        shutil.rmtree(stage, ignore_errors=True)
+        for d in range(self.dirs):
+            sub = os.path.join(stage, "files", f"d{d:03d}")
+            os.makedirs(sub)
+            for i in range(self.PER_DIR):
+                with open(os.path.join(sub, f"f{i:03d}"), "w") as f:
+                    f.write(f"file {d}/{i}\n" * (1 + i % 40))
+        block = os.urandom(1 << 20)
+        with open(os.path.join(stage, "big"), "wb") as f:
+            for _ in range(self.big_mb):
+                f.write(block)
+        # room for the data, a 4 KiB block a small file, and mkfs's metadata
+        size_mb = self.big_mb + self.files * 8 // 1024 + 64
+        tmp = self.path + ".tmp"
+        try:
+            subprocess.run(["mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-N", str(self.files * 5 // 4 + 1024),
+                            "-d", stage, tmp, f"{size_mb}M"], check=True, stdout=subprocess.DEVNULL)
+            os.rename(tmp, self.path)  # only a whole image is reused
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    def describe(self):
+        return f"ext4 image, {self.files:,} files in {self.dirs} directories + one {self.big_mb} MiB file"
+
+
+def mount_count(mountpoint):
+    """How many mounts /proc/self/mountinfo lists at mountpoint."""
+    esc = mountpoint.replace("\\", "\\134").replace(" ", "\\040")
+    with open("/proc/self/mountinfo") as f:
+        return sum(1 for line in f if line.split(" ", 5)[4] == esc)
+
+
+@contextlib.contextmanager
+def fuse_mounted(image, mountpoint, prefix=(), timeout=60):
+    """image mounted read-only on mountpoint by fuse2fs (run in the
+    foreground, as this process's child, after prefix: taskset...) for the
+    with block; unmounted and its server gone after it, whatever happens."""
+    before = mount_count(mountpoint)
+    server = subprocess.Popen([*prefix, "fuse2fs", image, mountpoint, "-f", "-o", "ro"], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + timeout
+        while mount_count(mountpoint) == before:
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"fuse2fs did not mount {image} on {mountpoint} (exit {server.returncode})")
+            time.sleep(0.005)
+        yield mountpoint
+    finally:
+        fusermount = shutil.which("fusermount") or shutil.which("fusermount3") or "fusermount"
+        if mount_count(mountpoint) > before:
+            if subprocess.run([fusermount, "-u", mountpoint], stderr=subprocess.DEVNULL).returncode:
+                subprocess.run([fusermount, "-uz", mountpoint])  # busy: detach it
+        try:
+            server.wait(timeout)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+class FsWorkload(Workload):
+    """A workload on the fs image, mounted natively (fuse2fs) or in the view
+    (umview-fs) at the same mount point."""
+    kind = "fs"
+    reference = "fuse-native"
+    startup = "fs-true"
+
+    def __init__(self, root, args):
+        super().__init__(root, args)
+        if args.fs_image is None:
+            files, big_mb = (2000, 64) if args.quick else (20000, 1024)
+            args.fs_image = FsImage(args.cache or root, files, big_mb)
+        self.image = args.fs_image
+        self.mountpoint = os.path.join(root, "mnt")
+
+    def missing(self):
+        for tool in ("fuse2fs", "mkfs.ext4"):
+            if not shutil.which(tool):
+                return f"no {tool} (apt-get install fuse2fs e2fsprogs)"
+        if not (shutil.which("fusermount") or shutil.which("fusermount3")):
+            return "no fusermount (apt-get install fuse3)"
+        if not os.access("/dev/fuse", os.R_OK | os.W_OK):
+            return "/dev/fuse is not usable here"
+        return None
+
+    def prepare(self):
+        self.image.make()
+        os.makedirs(self.mountpoint, exist_ok=True)
+
+    def session(self, config):
+        if config is None or config.native_mount:
+            return fuse_mounted(self.image.path, self.mountpoint, config.pin if config else ())
+        return contextlib.nullcontext()
+
+
+class FsTrueWorkload(FsWorkload):
+    """/bin/true with the image mounted: under umview-fs, the view's start,
+    its mount helper, fuse2fs mounting the image and the unmount at the end
+    (fuse-native mounts outside the timed run)."""
+    name = "fs-true"
+    startup = None
+
+    def command(self):
+        return ["/bin/true"]
+
+    def describe(self):
+        return f"/bin/true with the image mounted ({self.image.describe()})"
+
+
+class FsTarWorkload(FsWorkload):
+    """GNU tar of the tree to /dev/null: with /dev/null as the archive tar
+    reads no file's data, so this is the stats and directory reads; -v
+    lists the files, compared with the native listing."""
+    name = "fs-tar"
+    compare_stdout = True
+
+    def command(self):
+        return ["tar", "-C", self.mountpoint, "-cvf", "/dev/null", "files"]
+
+    def describe(self):
+        return f"tar -C MNT -cvf /dev/null files  ({self.image.files:,} files in {self.image.dirs} directories)"
+
+
+class FsReadWorkload(FsWorkload):
+    """dd of the big file: its own time (what it prints: from its open to
+    its last read) is the throughput, without start-up, mount and unmount
+    (an unmount after reading 1 GiB spends 0.2 s dropping its page cache:
+    in the timed run for umview-fs, outside it for fuse-native)."""
+    name = "fs-read"
+
+    def command(self):
+        return ["dd", f"if={self.mountpoint}/big", "of=/dev/null", "bs=1M"]
+
+    def own_seconds(self, stderr):
+        m = re.search(r"bytes .* copied, ([0-9.]+) s", stderr)
+        return float(m.group(1)) if m else None
+
+    def describe(self):
+        return f"dd if=MNT/big of=/dev/null bs=1M  (one {self.image.big_mb} MiB file)"
+
+
 WORKLOAD_CLASSES = {c.name: c for c in (TrueWorkload, MakeWorkload, FindWorkload, GitWorkload,
-                                        PyImportWorkload, PyTestWorkload, RegrtestWorkload, NetWorkload)}
+                                        PyImportWorkload, PyTestWorkload, RegrtestWorkload, NetWorkload,
+                                        FsTrueWorkload, FsTarWorkload, FsReadWorkload)}
 
 
 # --------------------------------------------------------------------------
@@ -313,16 +515,22 @@ WORKLOAD_CLASSES = {c.name: c for c in (TrueWorkload, MakeWorkload, FindWorkload
 # --------------------------------------------------------------------------
 
 class Config:
-    def __init__(self, name, prefix, tool, spin=None):
+    def __init__(self, name, prefix, tool, spin=None, native_mount=False, pin=()):
         self.name = name
-        self.prefix = prefix  # list, or a callable(stats_file) -> list
+        self.prefix = prefix  # list, or a callable(stats_file, workload) -> list
         self.tool = tool
         self.spin = spin
         self.umview = callable(prefix)
+        #: which workloads it runs (Workload.kind)
+        self.kind = "fs" if name.split("/")[0].split("@")[0] in FS_CONFIGS else "plain"
+        #: an fs workload's image mounted natively around each run (Workload.session),
+        #: its server run after pin (taskset ...)
+        self.native_mount = native_mount
+        self.pin = pin
 
-    def argv(self, cmd, stats_file):
-        prefix = self.prefix(stats_file) if self.umview else self.prefix
-        return prefix + cmd
+    def argv(self, workload, stats_file):
+        prefix = self.prefix(stats_file, workload) if self.umview else self.prefix
+        return prefix + workload.command()
 
 
 def build_configs(args):
@@ -332,7 +540,11 @@ def build_configs(args):
     for name in wanted:
         if name == "native":
             configs.append(Config("native", [], None))
-        elif name in ("umview", "umview-null", "umview-unreal", "umview-cow", "umview-vnet", "umview-strace"):
+        elif name in ("fuse-native", "fuse-native-1cpu"):
+            pin = ONE_CPU if name.endswith("-1cpu") else []
+            configs.append(Config(name, pin, None, native_mount=True, pin=pin))
+        elif name in ("umview", "umview-null", "umview-unreal", "umview-cow", "umview-vnet", "umview-strace",
+                      "umview-fs", "umview-unreal-on-native", "umview-null-on-native", "umview-fs-1cpu"):
             if not umview:
                 notes.append(f"{name}: skipped, no umview found (build the venv or pass --umview)")
                 continue
@@ -340,14 +552,16 @@ def build_configs(args):
             for (build, tag), spin in ((b, s) for b in builds for s in args.spin):
                 label = (name if len(args.spin) == 1 else f"{name}/spin={spin}") + tag
 
-                def prefix(stats_file, name=name, spin=spin, umview=build):
-                    p = [umview, "--stats-file", stats_file]
+                def prefix(stats_file, workload, name=name, spin=spin, umview=build):
+                    p = (ONE_CPU if name.endswith("-1cpu") else []) + [umview, "--stats-file", stats_file]
                     if spin:
                         p += ["--spin", str(spin)]
-                    if name == "umview-null":
+                    if name in ("umview-null", "umview-null-on-native"):
                         p += ["--engine", NULL_ENGINE]
-                    elif name == "umview-unreal":
+                    elif name in ("umview-unreal", "umview-unreal-on-native"):
                         p += ["-p", "unreal"]
+                    elif name in ("umview-fs", "umview-fs-1cpu"):
+                        p += ["-p", f"fs,mount={workload.image.path}:{workload.mountpoint},ro"]
                     elif name == "umview-cow":
                         # a fresh layer per run, next to the stats file (removed with it)
                         layer = tempfile.mkdtemp(prefix="layer-", dir=os.path.dirname(stats_file))
@@ -358,13 +572,13 @@ def build_configs(args):
                         return p + ["--", shutil.which("strace") or "strace", "-f", "-o", "/dev/null"]
                     return p + ["--"]
 
-                configs.append(Config(label, prefix, build, spin))
-        elif name == "proot":
+                configs.append(Config(label, prefix, build, spin, native_mount=name.endswith("-on-native")))
+        elif name in ("proot", "proot-on-native"):
             tool = shutil.which("proot")
             if not tool:
-                notes.append("proot: skipped, not installed (apt-get install proot)")
+                notes.append(f"{name}: skipped, not installed (apt-get install proot)")
                 continue
-            configs.append(Config("proot", [tool], tool))
+            configs.append(Config(name, [tool], tool, native_mount=name == "proot-on-native"))
         elif name == "proot-b":
             tool = shutil.which("proot")
             if not tool:
@@ -430,7 +644,7 @@ def read_stats(path):
 def bench(args, workloads, configs, scratch):
     env = dict(os.environ, LC_ALL="C", TMPDIR=os.path.join(scratch, "tmp"))
     os.makedirs(env["TMPDIR"], exist_ok=True)
-    results = {w.name: {c.name: {"wall": [], "cpu": [], "stats": [], "failures": []}
+    results = {w.name: {c.name: {"wall": [], "cpu": [], "own": [], "stats": [], "failures": []}
                         for c in configs} for w in workloads}
     reference = {}
     out_path = os.path.join(scratch, "stdout")
@@ -441,7 +655,8 @@ def bench(args, workloads, configs, scratch):
     native_code = {}
     for w in workloads:
         w.reset()
-        _, _, code, err = run_once(w.command(), w.cwd, env, args.timeout, out_path)
+        with w.session(None):
+            _, _, code, err = run_once(w.command(), w.cwd, env, args.timeout, out_path)
         if code != 0:
             print(f"warning: {w.name} fails natively (exit {code}; the same exit is expected of the "
                   f"others): {err.strip()[-300:]}", file=sys.stderr)
@@ -450,14 +665,18 @@ def bench(args, workloads, configs, scratch):
 
     for rnd in range(args.repeat):
         for w in workloads:
-            k = rnd % len(configs)
-            order = configs[k:] + configs[:k]
+            mine = [c for c in configs if c.kind == w.kind]
+            if not mine:
+                continue
+            k = rnd % len(mine)
+            order = mine[k:] + mine[:k]
             for c in order:
                 w.reset()
                 if os.path.exists(stats_path):
                     os.unlink(stats_path)
-                argv = c.argv(w.command(), stats_path)
-                wall, cpu, code, err = run_once(argv, w.cwd, env, args.timeout, out_path)
+                argv = c.argv(w, stats_path)
+                with w.session(c):
+                    wall, cpu, code, err = run_once(argv, w.cwd, env, args.timeout, out_path)
                 r = results[w.name][c.name]
                 problem = None
                 if code != native_code[w.name]:
@@ -471,6 +690,9 @@ def bench(args, workloads, configs, scratch):
                     continue
                 r["wall"].append(wall)
                 r["cpu"].append(cpu)
+                own = w.own_seconds(err)
+                if own is not None:
+                    r["own"].append(own)
                 if c.umview:
                     st = read_stats(stats_path)
                     if st:
@@ -497,12 +719,13 @@ def paired(xs, ys):
     return statistics.median(x / y for x, y in zip(xs, ys))
 
 
-def summarize(results, configs):
+def summarize(results, configs, workloads):
     summary = {}
-    for wname, per in results.items():
-        native = median(per.get("native", {}).get("wall", []))
+    for w in workloads:
+        wname, per = w.name, results[w.name]
+        native = median(per.get(w.reference, {}).get("wall", []))
         proot = median(per.get("proot", {}).get("wall", []))
-        native_min = min(per.get("native", {}).get("wall", []) or [0]) or None
+        native_min = min(per.get(w.reference, {}).get("wall", []) or [0]) or None
         s = {}
         for c in configs:
             r = per[c.name]
@@ -517,8 +740,27 @@ def summarize(results, configs):
             if r["stats"]:
                 row["stats"] = {k: median([x[k] for x in r["stats"] if x.get(k) is not None])
                                 for k in STAT_KEYS}
+            if r["own"]:
+                own, ref_own = median(r["own"]), median(per.get(w.reference, {}).get("own", []))
+                row["own_median_s"] = own
+                row["ratio_own"] = own / ref_own if ref_own else None
             s[c.name] = row
         summary[wname] = s
+    # less each configuration's fixed start-up (its median on w.startup)
+    for w in workloads:
+        start = summary.get(w.startup)
+        if not start:
+            continue
+        s, ref = summary[w.name], w.reference
+
+        def net(name):
+            m, m0 = s[name]["median_s"], start[name]["median_s"]
+            return None if m is None or m0 is None else m - m0
+
+        for c in configs:
+            a, b = net(c.name), net(ref) if ref in s else None
+            s[c.name]["net_s"] = a
+            s[c.name]["ratio_net"] = a / b if a is not None and b else None
     return summary
 
 
@@ -531,18 +773,33 @@ def print_report(summary, configs, workloads, notes):
     print("Median wall-clock seconds; median over native's median in the same run; fastest run")
     print("over native's fastest (min/min: less sensitive to other load); median over PRoot's;")
     print("paired: median over rounds of the ratio to PRoot's run in the same round.")
-    print()
-    names = [c.name for c in configs]
-    width = max(12, max(len(n) for n in names) + 2)
-    print(f"{'workload':10}" + "".join(f"{n:>{width}}" for n in names))
-    for w in workloads:
-        s = summary[w.name]
-        print(f"{w.name:10}" + "".join(f"{fmt(s[n]['median_s'], '.3f') + 's':>{width}}" for n in names))
-        print(f"{'  x native':10}" + "".join(f"{fmt(s[n]['ratio_native'], '.2f') + 'x':>{width}}" for n in names))
-        print(f"{'  min/min':10}" + "".join(f"{fmt(s[n]['ratio_native_min'], '.2f') + 'x':>{width}}" for n in names))
-        if any(s[n]["ratio_proot"] is not None for n in names):
-            print(f"{'  x proot':10}" + "".join(f"{fmt(s[n]['ratio_proot'], '.2f') + 'x':>{width}}" for n in names))
-            print(f"{'  paired':10}" + "".join(f"{fmt(s[n]['ratio_proot_paired'], '.2f') + 'x':>{width}}" for n in names))
+    print("The fs workloads' \"native\" is fuse-native; their \"net\" line takes each")
+    print("configuration's fs-true median (its start-up, mount and unmount) off both sides;")
+    print("\"own\" is the time the command reports for its own work (dd), and its ratio.")
+    for kind in dict.fromkeys(w.kind for w in workloads):
+        names = [c.name for c in configs if c.kind == kind]
+        if not names:
+            continue
+        print()
+        width = max(12, max(len(n) for n in names) + 2)
+        print(f"{'workload':10}" + "".join(f"{n:>{width}}" for n in names))
+        for w in (w for w in workloads if w.kind == kind):
+            s = summary[w.name]
+
+            def line(label, key, spec, unit):
+                print(f"{label:10}" + "".join(f"{fmt(s[n].get(key), spec) + unit:>{width}}" for n in names))
+
+            line(w.name, "median_s", ".3f", "s")
+            line("  x native", "ratio_native", ".2f", "x")
+            line("  min/min", "ratio_native_min", ".2f", "x")
+            if any(s[n].get("ratio_net") is not None for n in names):
+                line("  net", "ratio_net", ".2f", "x")
+            if any(s[n].get("ratio_own") is not None for n in names):
+                line("  own", "own_median_s", ".3f", "s")
+                line("  x native", "ratio_own", ".2f", "x")
+            if any(s[n]["ratio_proot"] is not None for n in names):
+                line("  x proot", "ratio_proot", ".2f", "x")
+                line("  paired", "ratio_proot_paired", ".2f", "x")
     umv = [c for c in configs if c.umview]
     if umv:
         print()
@@ -562,7 +819,7 @@ def print_report(summary, configs, workloads, notes):
                       f"{fmt(st['fast_continue'], '.0f'):>10}"
                       f"{fmt(st['python_events'], '.0f'):>8}{fmt(st['skipped'], '.0f'):>6}"
                       f"{fmt(st['exit_stops'], '.0f'):>6}")
-    failures = [(w.name, n, f) for w in workloads for n in names for f in summary[w.name][n]["failures"]]
+    failures = [(w.name, c.name, f) for w in workloads for c in configs for f in summary[w.name][c.name]["failures"]]
     if failures:
         print()
         print("FAILURES (the workload failed or its output differed from native):")
@@ -589,8 +846,9 @@ def profile(workloads, scratch, args, top=8):
     for w in workloads:
         w.reset()
         out = os.path.join(scratch, "strace.txt")
-        run_once([strace, "-f", "-c", "-o", out] + w.command(), w.cwd, env, args.timeout,
-                 os.path.join(scratch, "stdout"))
+        with w.session(None):
+            run_once([strace, "-f", "-c", "-o", out] + w.command(), w.cwd, env, args.timeout,
+                     os.path.join(scratch, "stdout"))
         rows, total = [], None
         with open(out) as f:
             for line in f:
@@ -679,6 +937,9 @@ def parse_args(argv):
                    help="interpreter for pyimport and pytest (default: %(default)s)")
     p.add_argument("--timeout", type=float, default=None, help="seconds per run (default 600, --quick 60)")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    p.add_argument("--cache", metavar="DIR",
+                   help="keep the fs workloads' disk image in DIR and reuse it in later runs "
+                        "(default: made in the temporary directory each run)")
     p.add_argument("-v", "--verbose", action="store_true", help="print every run")
     args = p.parse_args(argv)
     args.only = [w for w in args.only.split(",") if w]
@@ -695,17 +956,20 @@ def parse_args(argv):
     args.git_files = 200 if args.quick else 1500
     args.find_root = "/usr/include" if args.quick else "/usr"
     args.py_tests = PY_TESTS_QUICK if args.quick else PY_TESTS
+    args.fs_image = None  # made by the first fs workload (FsImage)
+    if args.cache:
+        os.makedirs(args.cache, exist_ok=True)
     return args
 
 
 def main(argv=None):
     sys.stdout.reconfigure(line_buffering=True)
+    # killed: unwind, so that native mounts are unmounted and the directory removed
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args = parse_args(argv)
     configs, notes = build_configs(args)
     if not configs:
         raise SystemExit("no configuration to run")
-    if "native" not in [c.name for c in configs]:
-        notes.append("no native configuration: ratios to native are not available")
     scratch = tempfile.mkdtemp(prefix="umview-bench-")
     try:
         workloads = []
@@ -718,6 +982,9 @@ def main(argv=None):
                 workloads.append(w)
         if not workloads:
             raise SystemExit("no workload to run: " + "; ".join(notes))
+        for ref in dict.fromkeys(w.reference for w in workloads):
+            if ref not in [c.name for c in configs]:
+                notes.append(f"no {ref} configuration: ratios to it are not available")
         for w in workloads:
             w.prepare()
         info = machine_info()
@@ -729,7 +996,7 @@ def main(argv=None):
             print(f"  {w.name:9} {w.describe()}")
         t0 = time.time()
         results = bench(args, workloads, configs, scratch)
-        summary = summarize(results, configs)
+        summary = summarize(results, configs, workloads)
         print_report(summary, configs, workloads, notes)
         prof = profile(workloads, scratch, args) if args.profile else None
         print(f"\ntotal time {time.time() - t0:.0f} s; load average at the end {os.getloadavg()}")

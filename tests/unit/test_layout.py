@@ -115,3 +115,13 @@ def test_no_import_cycle():
     for n in edges:
         if not state.get(n):
             visit(n, [n])
+
+
+def test_every_package_is_installed():
+    """A package folder pyproject.toml does not list is left out of a
+    regular (not editable) install: its module fails to import there."""
+    import tomllib
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
+        listed = set(tomllib.load(f)["tool"]["setuptools"]["packages"])
+    found = {name for name, _, is_package in sources() if is_package}
+    assert found - listed == set(), f"add to [tool.setuptools] packages: {sorted(found - listed)}"
