@@ -121,10 +121,11 @@ class MountHelper:
         answer = _decode(monitor_end.recv(_MAX_MSG)) if r else None
         if answer is None:
             monitor_end.close()
-            raise OSError(errno.EIO, "the mount helper did not start")
+            raise HelperError(errno.EIO, "the mount helper did not start")
         if answer["err"]:
             monitor_end.close()
-            raise OSError(answer["err"], answer["msg"])
+            # what the kernel answers an unprivileged mount(2), with why
+            raise HelperError(errno.EPERM, answer["msg"])
         return cls(answer["pid"], monitor_end, answer["userns"])
 
     def _ask(self, request, fd=None):
