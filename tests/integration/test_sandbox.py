@@ -1,0 +1,135 @@
+"""umview --sandbox: a copy-on-write view of / in a fresh layer, a private
+/tmp, no network; --sandbox net keeps the network; --keep-layer DIR keeps the
+layer for a later sandbox. Each protection is first shown to act natively
+(the same script does change the real file), as root and as nobody."""
+import os
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import NOBODY, need_user, umview_for
+
+USERS = ["root", "nobody"]
+
+
+@pytest.fixture
+def victim():
+    """A directory outside /tmp (the sandbox has a /tmp of its own) with a
+    file every user may write, removed afterwards."""
+    d = tempfile.mkdtemp(prefix="umview-sandbox-test-", dir="/var/tmp")
+    os.chmod(d, 0o777)
+    path = os.path.join(d, "victim")
+    with open(path, "w") as f:
+        f.write("orig\n")
+    os.chmod(path, 0o666)
+    if os.geteuid() == 0:
+        os.chown(path, NOBODY, NOBODY)
+    yield d
+    shutil.rmtree(d)
+
+
+def _sandbox_dirs():
+    return {n for n in os.listdir(tempfile.gettempdir()) if n.startswith("umview-sandbox-")}
+
+
+def run(user, opts, script, **kw):
+    before = _sandbox_dirs()
+    r = subprocess.run(umview_for(user, *opts, "--", "sh", "-c", script), capture_output=True, timeout=120, **kw)
+    assert _sandbox_dirs() == before, "the sandbox's directory was left behind"
+    return r
+
+
+CHANGE = "echo changed > {d}/victim && chmod 600 {d}/victim && touch {d}/new && cat {d}/victim && ls {d}"
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_changes_in_a_sandbox_stay_in_it_and_the_real_files_are_untouched(victim, user):
+    need_user(user)
+    script = CHANGE.format(d=victim)
+    # natively the script changes the real files (so the test can fail)
+    native = tempfile.mkdtemp(prefix="umview-sandbox-native-", dir="/var/tmp")
+    try:
+        shutil.copy(os.path.join(victim, "victim"), native)
+        os.chmod(native, 0o777)
+        os.chmod(os.path.join(native, "victim"), 0o666)
+        ref = subprocess.run(["sh", "-c", CHANGE.format(d=native)], capture_output=True)
+        assert ref.returncode == 0 and open(os.path.join(native, "victim")).read() == "changed\n"
+    finally:
+        shutil.rmtree(native)
+    r = run(user, ["--sandbox"], script)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"changed\nnew\nvictim\n"
+    assert open(os.path.join(victim, "victim")).read() == "orig\n"
+    assert os.stat(os.path.join(victim, "victim")).st_mode & 0o777 == 0o666
+    assert os.listdir(victim) == ["victim"]
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_a_sandbox_may_delete_system_files_that_stay(user):
+    need_user(user)
+    assert os.path.exists("/etc/hostname")
+    r = run(user, ["--sandbox"], "rm /etc/hostname && test ! -e /etc/hostname && echo gone")
+    assert r.stdout == b"gone\n", r.stderr
+    assert os.path.exists("/etc/hostname")
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_a_sandbox_has_a_private_tmp(user):
+    need_user(user)
+    fd, outside = tempfile.mkstemp(prefix="umview-sandbox-outside-", dir="/tmp")
+    os.close(fd)
+    try:
+        name = f"umview-sandbox-inside-{os.getpid()}"
+        r = run(user, ["--sandbox"], f"test ! -e {outside} && echo hidden; echo x > /tmp/{name} && cat /tmp/{name}")
+        assert r.stdout == b"hidden\nx\n", r.stderr
+        assert not os.path.exists(f"/tmp/{name}")
+    finally:
+        os.unlink(outside)
+
+
+NET = "import socket; s = socket.socket(); print('socket')"
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_a_sandbox_has_no_network_unless_the_net_preset(user):
+    need_user(user)
+    assert subprocess.run(["python3", "-c", NET], capture_output=True).stdout == b"socket\n"
+    r = run(user, ["--sandbox"], f"python3 -c \"{NET}\"")
+    assert r.returncode != 0 and b"Address family not supported" in r.stderr, r.stderr
+    r = run(user, ["--sandbox", "net"], f"python3 -c \"{NET}\"")
+    assert r.stdout == b"socket\n", r.stderr
+    r = run(user, ["--sandbox=net"], f"python3 -c \"{NET}\"")
+    assert r.stdout == b"socket\n", r.stderr
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_a_kept_layer_holds_the_changes_for_a_later_sandbox(victim, user):
+    need_user(user)
+    layer = os.path.join(victim, "layer")
+    r = run(user, ["--sandbox", "--keep-layer", layer], f"echo kept > {victim}/victim")
+    assert r.returncode == 0, r.stderr
+    assert open(os.path.join(victim, "victim")).read() == "orig\n"
+    assert os.path.isfile(os.path.join(layer, victim.lstrip("/"), "victim"))
+    r = run(user, ["--sandbox", "--keep-layer", layer], f"cat {victim}/victim")
+    assert r.stdout == b"kept\n", r.stderr
+
+
+def test_the_exit_status_is_the_commands_and_modules_add_on_top():
+    need_user("root")
+    r = run("root", ["--sandbox"], "exit 7")
+    assert r.returncode == 7
+    r = run("root", ["--sandbox", "-p", "unreal"], "cat /unreal/etc/hostname")
+    assert r.stdout == open("/etc/hostname", "rb").read(), r.stderr
+    # a bare --sandbox before the command: the default preset
+    r = subprocess.run(umview_for("root", "--sandbox", "true"), capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+
+
+def test_bad_sandbox_options_say_what_to_write():
+    need_user("root")
+    r = subprocess.run(umview_for("root", "--sandbox=bogus", "true"), capture_output=True, timeout=60)
+    assert r.returncode == 2 and b"invalid choice: 'bogus'" in r.stderr
+    r = subprocess.run(umview_for("root", "--keep-layer", "/x", "true"), capture_output=True, timeout=60)
+    assert r.returncode == 2 and b"--keep-layer goes with --sandbox" in r.stderr
