@@ -49,6 +49,7 @@ def load_modules(specs, present=(), cwd=None):
     (modules, engines in epoch order). present: the engines loaded before them (their nested view); cwd:
     the directory relative paths in options are relative to (umview's own
     if None)."""
+    from umview.bypass import PathBypass
     from umview.cwd import CwdTracker  # lazy: see the note at the top
     from umview.service import RedirectMount
 
@@ -64,6 +65,8 @@ def load_modules(specs, present=(), cwd=None):
     if any(isinstance(e, RedirectMount) or e.mounts_later for e in engines):
         # newest of the path engines: it sees each call as the process made it
         engines.append(CwdTracker())
+        # and the calls that would go around every path engine
+        engines.append(PathBypass())
     return modules, engines
 
 
@@ -73,11 +76,15 @@ def load_service(spec, present, cwd=None, own=None):
     view has none of its own (own: its engines, default present; a nested
     view's tracker replaces its outer views' one, which knows only their
     mounts)."""
+    from umview.bypass import PathBypass
     from umview.cwd import CwdTracker
 
     modules, engines = load_modules([spec], present, cwd)
-    if any(isinstance(e, CwdTracker) for e in (present if own is None else own)):
+    mine = present if own is None else own
+    if any(isinstance(e, CwdTracker) for e in mine):
         engines = [e for e in engines if not isinstance(e, CwdTracker)]
+    if any(isinstance(e, PathBypass) for e in present):
+        engines = [e for e in engines if not isinstance(e, PathBypass)]
     return modules[0], engines
 
 
