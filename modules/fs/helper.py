@@ -50,6 +50,7 @@ MS_REC = 0x4000
 MS_SLAVE = 1 << 19
 MNT_DETACH = 2
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_RAISE = 2
 CAP_SYS_ADMIN = 21
@@ -303,6 +304,10 @@ def _serve(channel):  # pragma: no cover - runs in the helper
     then undo every mount."""
     try:
         os.setsid()  # out of the terminal's process group: ^C is for the view
+        # the monitor is not dumpable (umview/csrc/spawn.c); the view's
+        # processes reach the helper's tree through /proc/HELPER/root, which
+        # the kernel opens only for a dumpable process of the same user
+        _c().prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
         for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP, signal.SIGTERM, signal.SIGHUP,
                     signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM, signal.SIGPIPE, signal.SIGWINCH,
                     signal.SIGTTIN, signal.SIGTTOU):

@@ -2,6 +2,7 @@
 view with path mounts (umview/bypass.py): io_uring_setup (ENOSYS) and
 open_by_handle_at (EPERM). Each is first shown to work natively."""
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import tempfile
 
 import pytest
 
-from conftest import need_user, umview_for
+from conftest import as_user, need_user, umview_for
 
 URING = r"""
 import ctypes, os
@@ -86,3 +87,26 @@ def test_open_by_handle_at_cannot_write_a_real_file_from_a_cow_view(victim):
         assert open(victim).read() == "orig\n"
     finally:
         shutil.rmtree(layer)
+
+
+MEM = r"""
+import os, sys
+try:
+    open(f"/proc/{sys.argv[1]}/mem", "r+b").close()
+    print("opened")
+except OSError as exc:
+    print(exc.strerror)
+"""
+
+
+def test_a_process_of_the_view_cannot_open_the_monitors_memory():
+    # natively a process may open the memory of another of its user's
+    # (its parent, here); in a view, the monitor's is closed to it
+    need_user("nobody")
+    script = f'exec python3 -c {shlex.quote(MEM)} "$PPID"'
+    native = subprocess.run(as_user("nobody", ["sh", "-c", f"sh -c {shlex.quote(script)}; true"]),
+                            capture_output=True, timeout=60)
+    if native.stdout != b"opened\n":
+        pytest.skip(f"the kernel refuses it natively here (Yama?): {native.stdout!r}")
+    r = subprocess.run(umview_for("nobody", "--", "sh", "-c", script), capture_output=True, timeout=60)
+    assert r.stdout == b"Permission denied\n", r.stderr

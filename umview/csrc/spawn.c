@@ -144,6 +144,13 @@ int um_spawn(char *const argv[])
     }
     first_pid = pid;
     first_status = -1;
+    /* Not dumpable from now on (the first process, forked before, is not
+     * touched): a process of the view (the same user) may then neither
+     * attach to the monitor nor open its /proc/PID/mem, fd/N (the seccomp
+     * listener) or environ. Processes the monitor forks later to serve the
+     * view make themselves dumpable where the view must reach them
+     * (modules/fs/helper.py); exec makes a process dumpable again anyway. */
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     stats.processes++;
     thread_forget(pid);
     thr(pid)->seen = thr(pid)->announced = 1;
