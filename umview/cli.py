@@ -292,8 +292,11 @@ class Sandbox:
     def __init__(self, preset, keep_layer=None):
         import tempfile
 
+        from umview import janitor
+
         self.preset = preset
         self.dir = tempfile.mkdtemp(prefix="umview-sandbox-")
+        janitor.remove_at_death(self.dir)  # also if umview is killed
         self.tmp = os.path.join(self.dir, "tmp")
         os.mkdir(self.tmp)
         os.chmod(self.tmp, 0o1777)  # as /tmp
@@ -315,7 +318,10 @@ class Sandbox:
     def close(self):
         import shutil
 
+        from umview import janitor
+
         shutil.rmtree(self.dir, ignore_errors=True)
+        janitor.forget(self.dir)
 
 
 def _sandbox_argv(argv):

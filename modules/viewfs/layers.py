@@ -39,7 +39,7 @@ import stat
 import struct
 import tempfile
 
-from umview import core
+from umview import core, janitor
 from umview.engine import CONTINUE, CONTINUE_AFTER, Skip
 from umview.pathwalk import lstat_plain
 from umview.service import SUN_PATH_MAX, RedirectMount
@@ -504,6 +504,7 @@ class Listings:
 
     def __init__(self):
         self.root = os.fsencode(tempfile.mkdtemp(prefix="umview-listing-", dir=_memory_dir()))
+        janitor.remove_at_death(self.root)  # also if the monitor is killed
         self.counter = itertools.count(1)
         self.cache = {}  # rel -> (key, listing dir)
         self.dirs = {}   # listing dir name -> rel
@@ -606,6 +607,7 @@ class Listings:
 
     def close(self):
         shutil.rmtree(self.root, ignore_errors=True)
+        janitor.forget(self.root)
 
 
 # path calls that change the named file in place

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 
 import pytest
 
@@ -133,3 +134,30 @@ def test_bad_sandbox_options_say_what_to_write():
     assert r.returncode == 2 and b"invalid choice: 'bogus'" in r.stderr
     r = subprocess.run(umview_for("root", "--keep-layer", "/x", "true"), capture_output=True, timeout=60)
     assert r.returncode == 2 and b"--keep-layer goes with --sandbox" in r.stderr
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_kill_9_of_the_monitor_leaves_no_directory_behind(user):
+    need_user(user)
+
+    def ours():
+        return _sandbox_dirs() | {n for n in os.listdir("/dev/shm") if n.startswith("umview-listing-")}
+
+    before = ours()
+    # the sandbox makes its directory and (a cow view) a listing directory;
+    # the command says it runs on its stdout (a file would land in the layer)
+    proc = subprocess.Popen(umview_for(user, "--sandbox", "--", "sh", "-c", "ls /etc >/dev/null; echo ready; "
+                                       "exec sleep 60"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"ready\n", proc.stderr.read() if proc.poll() is not None else ""
+        assert ours() - before, "the sandbox made no directory: nothing to check"
+        proc.kill()  # the monitor itself (umview_for execs it: setpriv, python)
+        proc.wait()
+        deadline = time.monotonic() + 10
+        while ours() - before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not ours() - before
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,117 @@
+"""The janitor: a process that removes the monitor's temporary directories
+if the monitor dies without removing them itself (SIGKILL, a crash).
+
+    janitor.remove_at_death(path)   # the first call starts it
+    ...
+    shutil.rmtree(path)             # the monitor removes it itself at the end,
+    janitor.forget(path)            # and the janitor exits once it guards nothing
+
+The monitor forks twice (the janitor is not its child, so the C loop's
+waitpid(-1) never sees it), keeps the write end of a pipe and sends it a
+line per change: "+PATH" to guard, "-PATH" to forget. The janitor reads until
+EOF, which comes when the monitor closes the pipe (nothing left to guard) or
+dies however it dies; it then removes the paths it still guards and exits.
+It runs in a session of its own, deaf to the terminal's signals.
+"""
+import os
+import shutil
+import signal
+
+_pipe = None  # the write end, once started
+
+
+def _start():
+    global _pipe
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the forked processes
+        code = 0
+        try:
+            if os.fork() == 0:
+                os.close(w)
+                code = _serve(r)
+        finally:
+            os._exit(code)
+    os.close(r)
+    os.waitpid(child, 0)
+    os.set_inheritable(w, False)
+    _pipe = w
+
+
+_guarded = set()
+
+
+def remove_at_death(path):
+    """Have path (a directory or file of the monitor's) removed if the
+    monitor ends without removing it."""
+    path = os.path.abspath(os.fsdecode(path))
+    if "\n" in path:
+        return  # not a name the janitor can be told: the monitor's own removal only
+    if _pipe is None:
+        _start()
+    _send(b"+", path)
+    _guarded.add(path)
+
+
+def forget(path):
+    """The monitor removed path itself; with nothing left to guard the
+    janitor exits."""
+    path = os.path.abspath(os.fsdecode(path))
+    if path not in _guarded:
+        return
+    _guarded.discard(path)
+    _send(b"-", path)
+    if not _guarded:
+        _stop()
+
+
+def _send(op, path):
+    try:
+        os.write(_pipe, op + path.encode(errors="surrogateescape") + b"\n")
+    except OSError:
+        pass  # the janitor is gone (killed): the monitor's own removal only
+
+
+def _stop():
+    global _pipe
+    if _pipe is not None:
+        os.close(_pipe)
+        _pipe = None
+
+
+def _serve(r):  # pragma: no cover - runs in the janitor
+    os.setsid()
+    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP, signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU):
+        signal.signal(sig, signal.SIG_IGN)
+    devnull = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.closerange(3, r)
+    os.closerange(r + 1, 1 << 16)
+    data = b""
+    while True:
+        try:
+            chunk = os.read(r, 65536)
+        except InterruptedError:
+            continue
+        except OSError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    guarded = []
+    for line in data.split(b"\n"):
+        path = line[1:].decode(errors="surrogateescape")
+        if line[:1] == b"+":
+            guarded.append(path)
+        elif line[:1] == b"-" and path in guarded:
+            guarded.remove(path)
+    for path in guarded:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+    return 0
