@@ -310,7 +310,17 @@ class Sandbox:
         """The -p specs of the sandbox, oldest first: the cow view of /, then
         /tmp over it (the layer and the private /tmp, both in $TMPDIR or
         elsewhere, are out of the view's reach when they lie in /tmp)."""
-        specs = [("viewfs", {"mount": f"{self.layer}:/:cow;{self.tmp}:/tmp"})]
+        specs = [("viewfs", {"mount": f"{self.layer}:/:cow"})]
+        tmp = {"mount": f"{self.tmp}:/tmp"}
+        try:
+            cwd = os.path.realpath(os.getcwd())
+        except OSError:
+            cwd = "/"
+        if cwd.startswith("/tmp/") and ":" not in cwd and ";" not in cwd and "," not in cwd:
+            # the directory the sandbox starts in stays (copy-on-write): a
+            # command run from a project under /tmp finds it
+            tmp["except"] = cwd
+        specs.append(("viewfs", tmp))
         if self.preset != "net":
             specs.append(("vnet", {"null": True}))
         return specs

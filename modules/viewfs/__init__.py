@@ -101,11 +101,17 @@ class MountControl(Engine):
 class Viewfs(Module):
     name = "viewfs"
     description = "mount a real directory over a path (modes move, merge, cow, mincow)"
-    options_help = "mount=SOURCE:TARGET[:MODE] (mount at start; repeat with ;)"
+    options_help = ("mount=SOURCE:TARGET[:MODE] (mount at start; repeat with ;); "
+                    "except=P1:P2 (absolute subpaths those mounts leave to the older mounts and the real tree)")
 
     def __init__(self, options):
         super().__init__(options)
-        self.check_options({"mount"})
+        self.check_options({"mount", "except"})
+        spec_except = self.options.get("except")
+        if spec_except is True or (spec_except and not all(p.startswith("/") for p in spec_except.split(":"))):
+            raise ValueError("module viewfs: except=P1:P2 wants absolute paths")
+        self.initial_except = tuple(os.fsencode(os.path.normpath(p))
+                                    for p in (spec_except or "").split(":") if p)
         self.fstypes = {"viewfs"}
         self.mounts = []
         self.control = MountControl(self)
@@ -126,7 +132,9 @@ class Viewfs(Module):
         # made now, when the engines loaded before this module are known: a
         # SOURCE may lie under /unreal, or under an earlier mount
         try:
-            self.initial = [self._make(source, target, mode, at_start=True)
+            self.initial = [self._make(source, target, mode, at_start=True,
+                                       exceptions=[e for e in self.initial_except
+                                                   if e == target or e.startswith(target.rstrip(b"/") + b"/")])
                             for source, target, mode in self.initial]
         except ValueError:
             self.close()  # the mounts made before the one refused: their listing directories go

@@ -161,3 +161,19 @@ def test_kill_9_of_the_monitor_leaves_no_directory_behind(user):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_a_sandbox_started_in_a_directory_under_tmp_still_finds_it_copy_on_write(user):
+    need_user(user)
+    d = tempfile.mkdtemp(prefix="umview-sandbox-cwd-", dir="/tmp")
+    try:
+        os.chmod(d, 0o777)
+        with open(os.path.join(d, "f"), "w") as f:
+            f.write("data\n")
+        os.chmod(os.path.join(d, "f"), 0o666)
+        r = run(user, ["--sandbox"], "cat f && echo new > f && cat f && pwd", cwd=d)
+        assert r.stdout == f"data\nnew\n{d}\n".encode(), r.stderr
+        assert open(os.path.join(d, "f")).read() == "data\n"
+    finally:
+        shutil.rmtree(d)
