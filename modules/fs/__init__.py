@@ -298,12 +298,18 @@ class MountTable(Engine):
         try:
             os.write(fd, text)
             os.lseek(fd, 0, os.SEEK_SET)
-            cloexec = bool(flags & O_CLOEXEC)
-            if call.notified:
-                return Skip(call.complete_with_fd(fd, cloexec))
-            return Skip(fdpass.give_fd(call, fd, cloexec=cloexec, at="lowest"))
+            return hand_over(call, fd, flags)
         finally:
             os.close(fd)
+
+
+def hand_over(call, fd, flags):
+    """Skip an open call with a copy of the monitor's fd as its result, at
+    the lowest free number, close-on-exec as the call's flags say."""
+    cloexec = bool(flags & O_CLOEXEC)
+    if call.notified:
+        return Skip(call.complete_with_fd(fd, cloexec))
+    return Skip(fdpass.give_fd(call, fd, cloexec=cloexec, at="lowest"))
 
 
 class Fs(Module):
@@ -599,10 +605,7 @@ class Fs(Module):
         flags = call.arg("flags") if call.name != "openat2" else 0
         fd = helper.open_dev_fuse(flags)
         try:
-            cloexec = bool(flags & O_CLOEXEC)
-            if call.notified:
-                return Skip(call.complete_with_fd(fd, cloexec))
-            return Skip(fdpass.give_fd(call, fd, cloexec=cloexec, at="lowest"))
+            return hand_over(call, fd, flags)
         finally:
             os.close(fd)
 

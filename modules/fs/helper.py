@@ -43,6 +43,8 @@ import signal
 import socket
 import time
 
+from umview.servers import stop_server
+
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 MS_REMOUNT = 32
@@ -178,16 +180,7 @@ class MountHelper:
     def stop(self, timeout=SERVER_EXIT_TIMEOUT + 5):
         """Close the channel (the helper unmounts everything and exits on
         EOF) and wait for it."""
-        self.channel.close()
-        try:
-            pidfd = os.pidfd_open(self.pid)
-        except OSError:
-            return  # gone already
-        try:
-            if not select.select([pidfd], [], [], timeout)[0]:
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-        finally:
-            os.close(pidfd)
+        stop_server(self.pid, self.channel, timeout)
 
 
 def _decode(msg):

@@ -31,6 +31,8 @@ import signal
 import socket
 import struct
 
+from umview.servers import stop_server
+
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
 _REQUEST = struct.Struct("iiiII")
@@ -86,16 +88,7 @@ class NamespaceServer:
 
     def stop(self, timeout=5):
         """Close the channel (the server exits on EOF) and wait for it."""
-        self.channel.close()
-        try:
-            pidfd = os.pidfd_open(self.pid)
-        except OSError:
-            return  # gone already
-        try:
-            if not select.select([pidfd], [], [], timeout)[0]:
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-        finally:
-            os.close(pidfd)
+        stop_server(self.pid, self.channel, timeout)
 
 
 def _enter(netns, private, up):  # pragma: no cover - runs in the server
