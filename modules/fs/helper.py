@@ -43,7 +43,7 @@ import signal
 import socket
 import time
 
-from umview.servers import stop_server
+from umview.servers import fork_server, stop_server
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -106,20 +106,7 @@ class MountHelper:
     def start(cls):
         """Fork the helper and wait until it is in its namespaces. OSError
         with a message saying what failed and how to fix it."""
-        monitor_end, helper_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        child = os.fork()
-        if child == 0:  # pragma: no cover - runs in the forked processes
-            code = 1
-            try:
-                if os.fork() == 0:
-                    monitor_end.close()
-                    code = _serve(helper_end)
-                else:
-                    code = 0
-            finally:
-                os._exit(code)
-        os.waitpid(child, 0)
-        helper_end.close()
+        monitor_end = fork_server(_serve)
         r, _, _ = select.select([monitor_end], [], [], _READY_TIMEOUT)
         answer = _decode(monitor_end.recv(_MAX_MSG)) if r else None
         if answer is None:

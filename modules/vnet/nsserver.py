@@ -31,7 +31,7 @@ import signal
 import socket
 import struct
 
-from umview.servers import stop_server
+from umview.servers import fork_server, stop_server
 
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
@@ -49,20 +49,7 @@ class NamespaceServer:
     def start(cls, netns=None, private=False, up=False):
         """Fork the server and wait until it is in its namespace. OSError with
         a message saying what failed (no such namespace, no permission)."""
-        monitor_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        child = os.fork()
-        if child == 0:  # pragma: no cover - runs in the forked processes
-            code = 1
-            try:
-                if os.fork() == 0:
-                    monitor_end.close()
-                    code = _serve(server_end, netns, private, up)
-                else:
-                    code = 0
-            finally:
-                os._exit(code)
-        os.waitpid(child, 0)
-        server_end.close()
+        monitor_end = fork_server(lambda end: _serve(end, netns, private, up))
         r, _, _ = select.select([monitor_end], [], [], _READY_TIMEOUT)
         msg = monitor_end.recv(4096) if r else b""
         err, text = (_ANSWER.unpack_from(msg)[0], msg[_ANSWER.size:].decode(errors="replace")) \
