@@ -305,6 +305,13 @@ class Sandbox:
             os.makedirs(self.layer, 0o700, exist_ok=True)
         else:
             self.layer = os.path.join(self.dir, "layer")
+        if not os.path.realpath(self.layer).startswith("/tmp/"):
+            # the layer is real to the kernel: under the sandbox's private
+            # /tmp the view hides it, elsewhere a process of the sandbox can
+            # change it directly (a symlink there is followed to a real file)
+            print(f"umview: warning: the layer {self.layer} is reachable from inside the sandbox, which "
+                  "can then change it directly; put it under /tmp (--keep-layer, TMPDIR) to hide it",
+                  file=sys.stderr)
 
     def specs(self):
         """The -p specs of the sandbox, oldest first: the cow view of /, then

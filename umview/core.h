@@ -39,6 +39,10 @@
                             * (its UM_WRITE_OFLAGS argument, um_set_write) ask to write: a
                             * write under a layered prefix needs Python, which a notification
                             * reaches only through an interrupt and a second entry stop */
+#define UM_TRAP_VALUES 4 /* a ptrace stop only where the low word of one argument is one of
+                          * the values um_filter_trap_values gave (the ioctl requests that
+                          * change a file through any fd); the call runs unseen otherwise */
+#define UM_MAX_TRAP_VALUES 16
 
 /* event kinds returned by um_next() */
 #define UM_EV_DONE 0         /* no tracee left */
@@ -201,6 +205,9 @@ void um_set_fd_check(int on); /* AT_EMPTY_PATH calls on an fd under a plain pref
 /* offsets into struct user_regs_struct; -EINVAL unless each is in it and 8-byte aligned */
 int um_set_regmap(int abi, int nr_off, int ret_off, const int *arg_offs);
 int um_filter_trap_nr(int abi, long nr, int how); /* no effect once um_spawn ran: the filter is fixed */
+/* trap nr only where argument arg's low word is one of values[0..n)
+ * (UM_TRAP_VALUES); a trap of every such call, asked before or after, wins */
+int um_filter_trap_values(int abi, long nr, int arg, const uint32_t *values, int n);
 int um_filter_clear(void);
 /* After um_spawn, um_filter_trap_nr records the traps the running filter
  * lacks; um_filter_inject stacks a filter with every trap on each tracee at

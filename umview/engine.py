@@ -108,6 +108,10 @@ class Engine:
     #: path (the C core reads its first bytes); other families never stop
     #: in Python
     unix_addr_syscalls = frozenset()
+    #: calls this engine sees only where one argument has one of a few values:
+    #: {name: (argument index, frozenset of values)}; the filter tests the
+    #: argument's low 32 bits (ioctl requests), the other calls never stop
+    value_syscalls = {}
     #: socket families (AF_* numbers) whose socket(2) calls this engine sees;
     #: the C core lets the other families' calls run without Python
     families = frozenset()

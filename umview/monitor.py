@@ -257,6 +257,9 @@ class Dispatcher:
             for name in e.vcwd_syscalls:
                 self._check_name(e, name)
                 modes[name] = modes.get(name, 0) | lib.UM_CLAIM_VCWD
+            for name in e.value_syscalls:
+                self._check_name(e, name)
+                modes[name] = modes.get(name, 0) | lib.UM_CLAIM_ALL
             if e.families:
                 modes["socket"] = modes.get("socket", 0) | lib.UM_CLAIM_FAMILY
             for name in e.unix_addr_syscalls:
@@ -267,6 +270,22 @@ class Dispatcher:
                     self._check_name(e, name)
                     modes[name] = modes.get(name, 0) | lib.UM_CLAIM_FD
         return modes
+
+    def _values(self):
+        """name -> (argument, sorted values) of the calls claimed only by
+        value (Engine.value_syscalls): no engine claims them otherwise. Two
+        engines testing two arguments: trapped whole."""
+        whole = {n for e in self.engines for n in e.syscalls}
+        values = {}
+        for e in self.engines:
+            for name, (arg, vals) in e.value_syscalls.items():
+                if name in whole:
+                    continue
+                if name in values and values[name][0] != arg:
+                    whole.add(name)
+                    continue
+                values[name] = (arg, values.get(name, (arg, frozenset()))[1] | frozenset(vals))
+        return {n: (a, sorted(v & 0xFFFFFFFF for v in vs)) for n, (a, vs) in values.items() if n not in whole}
 
     def refused(self, view):
         """The variants a view's engines claim under the neutral name and
@@ -304,8 +323,17 @@ class Dispatcher:
         core.check(lib.um_filter_clear())
         for name in self.table.names:
             _set_claim(self.table.index[name], 0)
+        values = self._values()
         for name, mode in modes.items():
             _set_claim(self.table.index[name], mode)
+            if name in values:
+                arg, vals = values[name]
+                for abi in self.table.arch.ABIS:
+                    nr = abi.numbers.get(name)
+                    if nr is not None:
+                        core.check(lib.um_filter_trap_values(ABI_IDS[abi.name], nr, arg,
+                                                             ffi.new("uint32_t[]", vals), len(vals)))
+                continue
             # path claims whose paths mostly stay in C: a notification (5 us
             # here) instead of a ptrace stop (45 us); Python's calls pay a
             # second stop. Claims of every call, and a plain "/" prefix, stay

@@ -30,6 +30,7 @@ Modes:
             changed in place.
 """
 import errno
+import fcntl
 import itertools
 import logging
 import os
@@ -638,6 +639,19 @@ FD_CHANGES = {
     "fsetxattr": ("lsetxattr", lambda c, p: [p, c.raw("attr"), c.raw("value"), c.size, c.flags]),
     "fremovexattr": ("lremovexattr", lambda c, p: [p, c.raw("attr")]),
 }
+# ioctl requests that change the inode of the fd's file whatever the fd's
+# mode (the kernel checks ownership, not write access): request -> the one
+# the monitor makes on the upper copy (None: refused, see _fd_ioctl)
+FD_IOCTLS = {
+    0x40086602: 0x40086602,  # FS_IOC_SETFLAGS (chattr)
+    0x40046602: 0x40086602,  # FS_IOC32_SETFLAGS
+    0x40087602: 0x40087602,  # FS_IOC_SETVERSION
+    0x40047602: 0x40087602,  # FS_IOC32_SETVERSION
+    0x401C5820: 0x401C5820,  # FS_IOC_FSSETXATTR (xfs_io chattr, project ids)
+    0x40806685: None,        # FS_IOC_ENABLE_VERITY
+    0x800C6613: None,        # FS_IOC_SET_ENCRYPTION_POLICY
+    0x41009432: None,        # FS_IOC_SETFSLABEL
+}
 ACCESS = frozenset({"access", "faccessat", "faccessat2"})
 W_OK = 2
 # calls that act on a directory of the view, which a listing directory stands for
@@ -693,6 +707,8 @@ class LayeredMount(RedirectMount):
         self.fd_check = True
         # rare calls: claimed whole, so that no lower file changes through an fd
         self.syscalls = self.syscalls | frozenset(FD_CHANGES)
+        # and the ioctl requests that do the same (the others never stop)
+        self.value_syscalls = {"ioctl": (1, frozenset(FD_IOCTLS))}
         # the listings' inode numbers are the placeholders': fixed at exit
         self.fd_syscalls = LISTING_CALLS
 
@@ -821,6 +837,8 @@ class LayeredMount(RedirectMount):
             return self._socket_path(call) is not None
         if call.name in FD_CHANGES:
             return True
+        if call.name == "ioctl":
+            return call.args[1] & 0xFFFFFFFF in FD_IOCTLS
         if call.name in self.fd_syscalls:
             return self._listing_fd(call) is not None
         if call.name in self.path_syscalls:
@@ -851,6 +869,8 @@ class LayeredMount(RedirectMount):
             return self._socket(call)
         if call.name in FD_CHANGES:
             return self._fd_change(call)
+        if call.name == "ioctl":
+            return self._fd_ioctl(call)
         if call.name in self.fd_syscalls:
             call.state(self).listing = self._listing_fd(call)
             return CONTINUE_AFTER
@@ -1295,30 +1315,9 @@ class LayeredMount(RedirectMount):
     def _fd_change(self, call):
         """fchmod, fchown, fsetxattr, fremovexattr on an fd of a lower file
         (or of a listing directory): made on the file of the view by path."""
-        fd = call.fd
-        if fd < 0:
+        rel = self._copied_up_fd(call)
+        if rel is None:
             return CONTINUE
-        path = core.proc_link(call.tid, fd)
-        if path is None:
-            return CONTINUE  # the kernel says EBADF
-        try:
-            with open(f"/proc/{call.tid}/fdinfo/{fd}") as f:
-                flags = int(next(line for line in f if line.startswith("flags:")).split()[1], 8)
-        except (OSError, StopIteration, ValueError):
-            return CONTINUE  # the kernel says EBADF
-        rel = self.relative(path) if path.startswith(b"/") else None
-        if rel is None or flags & O_PATH:
-            return CONTINUE
-        node = self._probe(call, rel)
-        if not node.exists:
-            return CONTINUE  # an unlinked file: the kernel's
-        if node.upper is None:
-            if self._writable_lower(node.real):
-                return CONTINUE
-            if node.is_dir:
-                self.layers.ensure_dir(rel)
-            else:
-                self.layers.copy_up(node)
         name, args = FD_CHANGES[call.name]
         real = self.layers.up(rel)
         where = call.alloc(len(real) + 1)
@@ -1327,6 +1326,67 @@ class LayeredMount(RedirectMount):
         # it has none: the call fails, the lower file stays as it is)
         call.set_syscall(name, args(call, where))
         return CONTINUE
+
+    def _fd_ioctl(self, call):
+        """An ioctl that changes the inode of its fd's file, whatever the
+        fd's mode (FD_IOCTLS: inode flags, project quota attributes, the
+        generation): on a lower file, the monitor copies the file up and
+        makes the request on the copy; the process's fd still names the lower
+        file, which stays as it is. Requests whose argument points further
+        into the process (fs-verity, encryption policies) or that change the
+        whole file system are refused with EPERM."""
+        request = call.args[1] & 0xFFFFFFFF
+        how = FD_IOCTLS.get(request)
+        rel = self._copied_up_fd(call)
+        if rel is None:
+            return CONTINUE
+        if how is None:
+            return Skip.errno(errno.EPERM)
+        size = (request >> 16) & 0x3FFF
+        arg = call.read_mem(call.args[2], size)
+        if how != request:  # a 32-bit int request, made as the 64-bit one
+            arg = arg + b"\0" * 4
+        real = self.layers.up(rel)
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            fcntl.ioctl(fd, how, arg)
+        finally:
+            os.close(fd)
+        return Skip(0)
+
+    def _copied_up_fd(self, call):
+        """For a call that changes the file of its fd (argument 0): the
+        view's rel of that file once it is in the upper layer (copied up if
+        it was a lower one), or None if the kernel may make the call as it is
+        (not this mount's, an upper or writable lower file, an O_PATH fd)."""
+        fd = call.fd
+        if fd < 0:
+            return None
+        path = core.proc_link(call.tid, fd)
+        if path is None:
+            return None  # the kernel says EBADF
+        up = self.layers.upper
+        if path == up or path.startswith(up + b"/"):
+            return None  # already the upper layer's
+        try:
+            with open(f"/proc/{call.tid}/fdinfo/{fd}") as f:
+                flags = int(next(line for line in f if line.startswith("flags:")).split()[1], 8)
+        except (OSError, StopIteration, ValueError):
+            return None  # the kernel says EBADF
+        rel = self.relative(path) if path.startswith(b"/") else None
+        if rel is None or flags & O_PATH:
+            return None
+        node = self._probe(call, rel)
+        if not node.exists:
+            return None  # an unlinked file: the kernel's
+        if node.upper is None:
+            if self._writable_lower(node.real):
+                return None
+            if node.is_dir:
+                self.layers.ensure_dir(rel)
+            else:
+                self.layers.copy_up(node)
+        return rel
 
     # --- AF_UNIX sockets ---
     def _socket(self, call):

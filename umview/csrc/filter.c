@@ -37,6 +37,20 @@ static void emit_search(struct bpf_buf *b, int abi, const long *nrs, const unsig
 {
     if (hi - lo <= 4) {
         for (int i = lo; i < hi; i++) {
+            const struct value_trap *vt = how[nrs[i]] == UM_TRAP_VALUES ? value_trap_of(abi, nrs[i]) : NULL;
+            if (vt) {
+                /* the accumulator is the argument from here on: every path returns */
+                emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nrs[i] | bias, 0,
+                                                     (uint8_t)(2 * vt->n + 2)));
+                emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                                                     offsetof(struct seccomp_data, args) + 8 * (uint32_t)vt->arg));
+                for (int v = 0; v < vt->n; v++) {
+                    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, vt->v[v], 0, 1));
+                    emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, RET_TRACE_UM));
+                }
+                emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+                continue;
+            }
             int arg = how[nrs[i]] == UM_TRAP_NOTIF_RW ? rw_arg(abi, nrs[i] | bias) : -1;
             if (arg >= 0) {
                 /* the accumulator is the flags from here on: every path returns */

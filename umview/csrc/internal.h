@@ -259,6 +259,13 @@ extern signed char write_arg[MAX_SC];
 extern struct regmap regmap[UM_NABI];
 extern unsigned char trap[UM_NABI][MAX_NR];
 extern unsigned char extra_trap[UM_NABI][MAX_NR];
+#define MAX_VALUE_TRAPS 8
+struct value_trap {
+    int abi, arg, n;
+    long nr;
+    uint32_t v[UM_MAX_TRAP_VALUES];
+};
+const struct value_trap *value_trap_of(int abi, long nr);
 extern int extra_dirty;
 extern int event_mask;
 extern int spin_iterations;

@@ -177,11 +177,62 @@ int um_set_regmap(int abi, int nr_off, int ret_off, const int *arg_offs)
     return 0;
 }
 
+/* the values of the UM_TRAP_VALUES numbers (filter.c) */
+struct value_trap value_traps[MAX_VALUE_TRAPS];
+int nvalue_traps;
+
 int um_filter_clear(void)
 {
     if (filter_fixed)
         return 0;
     memset(trap, 0, sizeof trap);
+    nvalue_traps = 0;
+    return 0;
+}
+
+const struct value_trap *value_trap_of(int abi, long nr)
+{
+    for (int i = 0; i < nvalue_traps; i++)
+        if (value_traps[i].abi == abi && value_traps[i].nr == nr)
+            return &value_traps[i];
+    return NULL;
+}
+
+int um_filter_trap_values(int abi, long nr, int arg, const uint32_t *values, int n)
+{
+    if (abi == UM_ABI_X32)
+        nr &= ~X32_BIT;
+    if (abi < 0 || abi >= UM_NABI || nr < 0 || nr >= MAX_NR || arg < 0 || arg > 5 || n < 1 ||
+        n > UM_MAX_TRAP_VALUES)
+        return -EINVAL;
+    if (filter_fixed || (trap[abi][nr] && trap[abi][nr] != UM_TRAP_VALUES))
+        return um_filter_trap_nr(abi, nr, UM_TRAP_TRACE); /* a stacked filter traps all: slower, right */
+    struct value_trap *t = (struct value_trap *)value_trap_of(abi, nr);
+    if (!t) {
+        if (nvalue_traps >= MAX_VALUE_TRAPS)
+            return um_filter_trap_nr(abi, nr, UM_TRAP_TRACE);
+        t = &value_traps[nvalue_traps++];
+        t->abi = abi;
+        t->nr = nr;
+        t->arg = arg;
+        t->n = 0;
+    }
+    if (t->arg != arg) {
+        trap[abi][nr] = UM_TRAP_TRACE; /* two engines test two arguments: trap every call */
+        return 0;
+    }
+    for (int i = 0; i < n; i++) {
+        int seen = 0;
+        for (int j = 0; j < t->n; j++)
+            seen |= t->v[j] == values[i];
+        if (!seen && t->n >= UM_MAX_TRAP_VALUES) {
+            trap[abi][nr] = UM_TRAP_TRACE;
+            return 0;
+        }
+        if (!seen)
+            t->v[t->n++] = values[i];
+    }
+    trap[abi][nr] = UM_TRAP_VALUES;
     return 0;
 }
 
