@@ -21,10 +21,19 @@ normal user gets from them natively:
 A refusal is logged once per call name. Nothing here is a path of its own:
 the module claims only these rare calls.
 
+With ``daemons=end`` (what --sandbox uses), the processes left when the
+view's command ends (daemons that double-forked out of its session, which
+the view keeps traced) get SIGTERM, and SIGKILL two seconds later: the
+sandbox ends with its command, as a test harness expects. The default,
+``daemons=wait``, waits for them, as umview does without this module.
+
     umview -p guard -p viewfs,mount=LAYER:/:cow -- CMD
 """
 import errno
 import logging
+import os
+import signal
+import threading
 
 from umview import core
 from umview.engine import CONTINUE, Engine, Skip
@@ -47,9 +56,27 @@ class Guard(Engine):
     description = "mount, chroot, setns (mount namespace), acct, swap, reboot, kexec, kernel modules: EPERM"
 
     syscalls = MOUNTS | ROOT | MACHINE
+    GRACE = 2.0  # seconds from SIGTERM to SIGKILL for daemons=end
 
-    def __init__(self):
+    def __init__(self, module=None, end_daemons=False):
+        self.module = module
+        self.end_daemons = end_daemons
         self.told = set()
+
+    def on_exit(self, tid):
+        view = self.module.view if self.module is not None else None
+        if not self.end_daemons or view is None or view.parent is not None:
+            return
+        if tid != getattr(view.monitor, "first_pid", None):
+            return
+        left = _tracees(exclude=tid)
+        if not left:
+            return
+        log.info("guard: the command is over: ending %d process(es) left in the view", len(left))
+        _signal(left, signal.SIGTERM)
+        timer = threading.Timer(self.GRACE, _signal, (left, signal.SIGKILL))
+        timer.daemon = True
+        timer.start()
 
     def wants(self, call):
         return call.name in self.syscalls
@@ -79,14 +106,43 @@ class Guard(Engine):
         return link is None or link.startswith(b"mnt:")
 
 
+def _tracees(exclude):
+    """The pids of the processes this monitor traces (thread group leaders),
+    but exclude."""
+    me = b"%d" % os.getpid()
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == exclude:
+            continue
+        try:
+            st = core.proc_status(int(name), "State", "TracerPid")
+        except OSError:
+            continue  # gone meanwhile
+        if st.get("TracerPid") == [me] and st.get("State", [b"Z"])[0] not in (b"Z", b"X"):
+            pids.append(int(name))
+    return pids
+
+
+def _signal(pids, sig):
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass  # gone
+
+
 class GuardModule(Module):
     name = "guard"
     description = "refuse mount, chroot, setns (mount ns), acct, swap, reboot, kexec, kernel modules (EPERM)"
-    options_help = ""
+    options_help = "daemons=wait|end (end: the processes left when the command ends get SIGTERM, then SIGKILL)"
 
     def __init__(self, options):
         super().__init__(options)
-        self.check_options(set())
+        self.check_options({"daemons"})
+        daemons = self.options.get("daemons", "wait")
+        if daemons not in ("wait", "end"):
+            raise ValueError(f"module guard: daemons={daemons!r}: expected wait or end")
+        self.end_daemons = daemons == "end"
 
     def engines(self):
-        return [Guard()]
+        return [Guard(self, self.end_daemons)]

@@ -318,7 +318,7 @@ class Sandbox:
         /tmp over it (the layer and the private /tmp, both in $TMPDIR or
         elsewhere, are out of the view's reach when they lie in /tmp)."""
         # the guard first: the oldest engine, it refuses what no module served
-        specs = [("guard", {}), ("viewfs", {"mount": f"{self.layer}:/:cow"})]
+        specs = [("guard", {"daemons": "end"}), ("viewfs", {"mount": f"{self.layer}:/:cow"})]
         tmp = {"mount": f"{self.tmp}:/tmp"}
         try:
             cwd = os.path.realpath(os.getcwd())

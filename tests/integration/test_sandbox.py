@@ -177,3 +177,55 @@ def test_a_sandbox_started_in_a_directory_under_tmp_still_finds_it_copy_on_write
         assert open(os.path.join(d, "f")).read() == "data\n"
     finally:
         shutil.rmtree(d)
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_a_daemon_left_by_the_command_ends_with_the_sandbox(user):
+    """A double-forked daemon stays in the view (traced) and gets SIGTERM,
+    then SIGKILL, when the command ends: the sandbox does not wait for it
+    and leaves no process behind. Natively the daemon outlives the shell."""
+    need_user(user)
+    mark = f"umview-daemon-{os.getpid()}-{user}"
+    # a daemon that ignores SIGTERM, named by its argument so that it can be found
+    daemon = f"(setsid bash -c 'trap \"\" TERM; exec -a {mark} sleep 30' </dev/null >/dev/null 2>&1 &)"
+    native = subprocess.run(["sh", "-c", daemon], timeout=30)
+    assert native.returncode == 0
+    try:
+        time.sleep(0.3)
+        assert subprocess.run(["pgrep", "-f", mark], capture_output=True).returncode == 0, "natively it runs on"
+    finally:
+        subprocess.run(["pkill", "-KILL", "-f", mark])
+    start = time.monotonic()
+    r = run(user, ["--sandbox"], daemon + "; echo started")
+    assert r.returncode == 0 and r.stdout == b"started\n", r.stderr
+    assert time.monotonic() - start < 25, "the sandbox waited for its daemon"
+    for _ in range(50):
+        if subprocess.run(["pgrep", "-f", mark], capture_output=True).returncode != 0:
+            break
+        time.sleep(0.1)
+    else:
+        subprocess.run(["pkill", "-KILL", "-f", mark])
+        pytest.fail("the daemon outlived the sandbox")
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_mount_umount_and_chroot_are_refused_in_a_sandbox(victim, user):
+    """Root natively can bind-mount over a directory (shown first, then
+    undone); in a sandbox mount, umount of the cow view of /, and chroot fail
+    with EPERM, and the real victim stays."""
+    need_user(user)
+    if os.geteuid() == 0:
+        target = tempfile.mkdtemp(dir="/var/tmp")
+        try:
+            assert subprocess.run(["mount", "--bind", victim, target]).returncode == 0
+            assert os.path.exists(os.path.join(target, "victim"))
+        finally:
+            subprocess.run(["umount", target])
+            os.rmdir(target)
+    script = (f"mount --bind /var/tmp /mnt; echo mount=$?; umount -l /; echo umount=$?; "
+              f"chroot / true; echo chroot=$?; echo changed > {victim}/victim; cat {victim}/victim")
+    r = run(user, ["--sandbox"], script)
+    out = r.stdout.decode()
+    assert "mount=0" not in out and "umount=0" not in out and "chroot=0" not in out, out
+    assert out.endswith("changed\n"), out  # the cow view of / is still there
+    assert open(os.path.join(victim, "victim")).read() == "orig\n"
