@@ -24,6 +24,8 @@ Configurations:
                Python for paths that go through a symlink)
   umview-cow   umview -p viewfs,mount=LAYER:/:cow: a copy-on-write view of
                the whole file system, a fresh empty layer for every run
+  umview-sandbox  umview --sandbox: a cow view of / in a fresh layer, a
+               private /tmp, no network, the guard module
   umview-vnet  umview -p vnet,private: a network namespace of the view's own
                (for the net workload)
   proot        Debian's proot, rootfs /, no options
@@ -80,7 +82,7 @@ NULL_ENGINE = os.path.join(HERE, "null_path_engine.py") + ":NullPathEngine"
 FS_CONFIGS = ("fuse-native", "umview-fs", "umview-unreal-on-native", "umview-null-on-native", "proot-on-native",
               "fuse-native-1cpu", "umview-fs-1cpu")
 ONE_CPU = ["taskset", "-c", "0"]
-ALL_CONFIGS = ("native", "umview", "umview-null", "umview-unreal", "umview-cow", "umview-vnet", "proot",
+ALL_CONFIGS = ("native", "umview", "umview-null", "umview-unreal", "umview-cow", "umview-sandbox", "umview-vnet", "proot",
                "proot-b", "strace", "umview-strace", "unshare-net") + FS_CONFIGS
 ALL_WORKLOADS = ("true", "make", "find", "git", "pyimport", "pytest", "regrtest", "net",
                  "fs-true", "fs-tar", "fs-read")
@@ -543,7 +545,8 @@ def build_configs(args):
         elif name in ("fuse-native", "fuse-native-1cpu"):
             pin = ONE_CPU if name.endswith("-1cpu") else []
             configs.append(Config(name, pin, None, native_mount=True, pin=pin))
-        elif name in ("umview", "umview-null", "umview-unreal", "umview-cow", "umview-vnet", "umview-strace",
+        elif name in ("umview", "umview-null", "umview-unreal", "umview-cow", "umview-sandbox", "umview-vnet",
+                      "umview-strace",
                       "umview-fs", "umview-unreal-on-native", "umview-null-on-native", "umview-fs-1cpu"):
             if not umview:
                 notes.append(f"{name}: skipped, no umview found (build the venv or pass --umview)")
@@ -566,6 +569,8 @@ def build_configs(args):
                         # a fresh layer per run, next to the stats file (removed with it)
                         layer = tempfile.mkdtemp(prefix="layer-", dir=os.path.dirname(stats_file))
                         p += ["-p", f"viewfs,mount={layer}:/:cow"]
+                    elif name == "umview-sandbox":
+                        p += ["--sandbox"]  # its own fresh layer, private /tmp, no network
                     elif name == "umview-vnet":
                         p += ["-p", "vnet,private"]
                     elif name == "umview-strace":
