@@ -16,7 +16,11 @@ normal user gets from them natively:
   one the view resolves paths against), setns into a mount namespace;
 - the machine: acct (accounting of every process into a file), swapon,
   swapoff, reboot, kexec_load, kexec_file_load, init_module, finit_module,
-  delete_module.
+  delete_module;
+- the monitor itself, for root (a normal user is kept out by the monitor
+  not being dumpable; root's CAP_SYS_PTRACE outranks that): opening its
+  /proc/PID/mem, environ, pagemap, map_files and fd (the seccomp listener:
+  EACCES), process_vm_readv/writev and pidfd_open of its pid (EPERM).
 
 A refusal is logged once per call name. Nothing here is a path of its own:
 the module claims only these rare calls.
@@ -32,12 +36,14 @@ sandbox ends with its command, as a test harness expects. The default,
 import errno
 import logging
 import os
+import re
 import signal
 import threading
 
 from umview import core
 from umview.engine import CONTINUE, Engine, Skip
 from umview.service import Module
+from umview.syscalls import PATH_SYSCALLS
 
 log = logging.getLogger("umview")
 
@@ -49,6 +55,10 @@ MOUNTS = frozenset({"mount", "umount", "umount2", "pivot_root", "fsopen", "fspic
 ROOT = frozenset({"chroot", "setns"})
 MACHINE = frozenset({"acct", "swapon", "swapoff", "reboot", "kexec_load", "kexec_file_load",
                      "init_module", "finit_module", "delete_module"})
+# the calls that reach another process's memory or fds by its pid (argument 0)
+BY_PID = ("process_vm_readv", "process_vm_writev", "pidfd_open")
+# what a process may not open in the monitor's /proc/PID (or task/TID)
+MONITOR_FILES = rb"(?:task/[0-9]+/)?(?:mem|environ|pagemap|map_files|fd)(?:/.*)?"
 
 
 class Guard(Engine):
@@ -62,6 +72,12 @@ class Guard(Engine):
         self.module = module
         self.end_daemons = end_daemons
         self.told = set()
+        me = os.getpid()  # the monitor's
+        self.proc = b"/proc/%d" % me
+        self.prefixes = (self.proc,)
+        self.path_syscalls = PATH_SYSCALLS
+        self.monitor_file = re.compile(re.escape(self.proc) + b"/" + MONITOR_FILES + rb"\Z", re.S)
+        self.value_syscalls = {name: (0, frozenset({me})) for name in BY_PID}
 
     def on_exit(self, tid):
         view = self.module.view if self.module is not None else None
@@ -79,10 +95,19 @@ class Guard(Engine):
         timer.start()
 
     def wants(self, call):
-        return call.name in self.syscalls
+        if call.name in self.syscalls:
+            return True
+        if call.name in BY_PID:
+            return call.args[0] & 0xFFFFFFFF == int(self.proc[6:])
+        return any(p is not None and self.monitor_file.match(p) for p in call.paths())
 
     def enter(self, call):
         name = call.name
+        if name not in self.syscalls:
+            if name not in self.told:
+                self.told.add(name)
+                log.warning("guard: %s of the monitor's process refused", name)
+            return Skip.errno(errno.EPERM if name in BY_PID else errno.EACCES)
         if name in ("open_tree", "open_tree_attr") and not call.args[2] & OPEN_TREE_CLONE:
             return CONTINUE  # an O_PATH fd of the tree, as open(O_PATH): the path engines had it
         if name == "setns" and not self._mount_ns(call):
