@@ -1,0 +1,394 @@
+"""Escape attempts from a sandbox (issue 13, item 4): no ordinary kernel
+interface lets a process in `umview --sandbox` (a copy-on-write view of /)
+change a real file.
+
+One small C program per interface (progs/escape/*.c) takes the path of a
+victim file, in a directory of its own in /var/tmp that the user running it
+may write, and tries to change it through that interface. Each runs as root
+and as nobody, with seccomp notifications on (UMVIEW_NOTIF unset) and off
+(UMVIEW_NOTIF=0):
+
+- natively (as that user, on a fresh victim directory) it changes the victim
+  directory, so the test cannot pass vacuously;
+- in `umview --sandbox -- PROG VICTIM` the real victim directory (names,
+  contents, modes, owners, mtimes and ctimes, inode flags) stays as it was:
+  the program may fail with an errno, or its change lands in the layer; and
+  no process it started outlives the view.
+
+The interfaces (program, mode):
+
+- io_uring: IORING_OP_OPENAT+WRITE, RENAMEAT, UNLINKAT, MKDIRAT, raw system
+  calls (io_uring.c write|rename|unlink|mkdir);
+- paths through /proc/self/root/VICTIM, /proc/<own pid>/root/VICTIM,
+  /proc/<parent pid>/root/VICTIM, /proc/self/cwd/NAME after a chdir to the
+  victim's directory (proc_link.c);
+- a read-only fd of the victim reopened for writing through /proc/self/fd/N,
+  /proc/self/task/TID/fd/N, /dev/fd/N and openat(<fd of /proc/self/fd>, "N")
+  (reopen_fd.c);
+- FS_IOC_SETFLAGS and FS_IOC_FSSETXATTR on a read-only fd, toggling the
+  no-dump flag (inode_flags.c; skipped where the filesystem has no flags);
+- openat2 with RESOLVE_IN_ROOT from the parent of the victim's directory,
+  path "/DIR/victim" (openat2_in_root.c);
+- a race on the path buffer of open(O_WRONLY), flipped between /dev/null and
+  the victim by a thread, a CLONE_VM process, or a thread of the parent of a
+  vfork child making the opens (path_race.c; 5000 tries);
+- a thread overwriting, with the victim's path, the path the view writes
+  below the stack pointer of the thread calling chmod (below_sp.c);
+- a race on a path component: a symlink replaced by one to the victim's
+  directory, and a directory swapped with such a symlink by RENAME_EXCHANGE
+  (component_race.c; 5000 tries);
+- unshare(CLONE_NEWUSER|CLONE_NEWNS), a bind mount of the victim's directory
+  over a directory in /tmp, a write there (userns_bind.c);
+- chroot into the parent of the victim's directory, then a write by the
+  absolute path from there (chroot_parent.c; as nobody in a new user
+  namespace);
+- umount2("/") and umount2("/", MNT_DETACH), then a write (umount_root.c; as
+  root in a mount namespace of its own: unshare -m);
+- as root: open_by_handle_at of the victim's handle for writing
+  (by_handle.c), acct(VICTIM) (acct.c);
+- a clone(CLONE_UNTRACED) child writing the victim once its parent (the
+  view's command) has exited (untraced.c);
+- a symlink made in the view (in the real layer directory) pointing into the
+  lower tree, written through (layer_symlink.c); and the layer directory is
+  not reachable by its real path from inside
+  (test_the_layer_directory_is_not_reachable_from_inside);
+- a seccomp user-notification filter of the process's own whose supervisor
+  answers CONTINUE (own_notif.c);
+- the monitor (the TracerPid; natively the parent): PTRACE_SEIZE and a
+  syscall injection that makes it write the victim, and /proc/PID/mem opened
+  read-write (ptrace_monitor.c seize|mem; mem changes no file: natively it
+  succeeds, in the view it must fail);
+- i386 fchmod and chmod through int $0x80 from a 64-bit process, the path in
+  MAP_32BIT memory (i386_calls.c);
+- x32 openat and fchmod (x32_calls.c; skipped where the kernel has no x32).
+
+Interfaces the monitor does not stop yet are marked xfail(strict=True),
+with the reason: when a fix lands, the case passes and its mark must go.
+"""
+import ctypes
+import fcntl
+import glob
+import hashlib
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import tempfile
+import uuid
+from dataclasses import dataclass
+
+import pytest
+
+from conftest import NOBODY, as_user, need, need_user, run, umview_for
+
+PROGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs", "escape")
+USERS = ["root", "nobody"]
+NOTIF = {"notif-on": None, "notif-off": "0"}
+RUN_VAR = "UMVIEW_ESCAPE_RUN"
+UNSUPPORTED = 77  # a program's exit status: this machine lacks the interface
+FS_IOC_GETFLAGS = 0x80086601
+
+
+@dataclass(frozen=True)
+class Case:
+    prog: str
+    args: tuple = ()
+    users: tuple = tuple(USERS)
+    changes: bool = True  # natively the victim changes (else: natively the calls succeed)
+    own_mount_ns: bool = False  # as root, run in a mount namespace of its own
+    slow: bool = False
+
+    @property
+    def id(self):
+        return "-".join((self.prog, *self.args))
+
+
+CASES = [
+    *(Case("io_uring", (op,)) for op in ("write", "rename", "unlink", "mkdir")),
+    *(Case("proc_link", (mode,)) for mode in ("root-self", "root-pid", "root-parent", "cwd")),
+    *(Case("reopen_fd", (mode,)) for mode in ("proc-fd", "task-fd", "dev-fd", "openat")),
+    *(Case("inode_flags", (mode,)) for mode in ("setflags", "fsxattr")),
+    Case("openat2_in_root"),
+    *(Case("path_race", (mode,)) for mode in ("thread", "clone-vm", "vfork")),
+    Case("below_sp"),
+    *(Case("component_race", (mode,), slow=True) for mode in ("symlink", "exchange")),
+    Case("userns_bind"),
+    Case("chroot_parent"),
+    *(Case("umount_root", (mode,), own_mount_ns=True) for mode in ("plain", "detach")),
+    Case("by_handle", users=("root",)),
+    Case("acct", users=("root",)),
+    Case("untraced"),
+    Case("layer_symlink"),
+    Case("own_notif"),
+    Case("ptrace_monitor", ("seize",)),
+    Case("ptrace_monitor", ("mem",), changes=False),
+    *(Case("i386_calls", (mode,)) for mode in ("fchmod", "chmod")),
+    *(Case("x32_calls", (mode,)) for mode in ("open", "fchmod")),
+]
+
+# What still escapes: (case id, user or None for any, notif id or None for any) -> why
+ESCAPES = {
+    **{(f"proc_link-{m}", None, None): "the kernel follows /proc/PID/root and /proc/self/cwd to the real tree"
+       for m in ("root-self", "root-pid", "root-parent", "cwd")},
+    **{(f"reopen_fd-{m}", None, None): "a read-only fd of a lower file reopened for writing through its "
+       "/proc link is the real file (only /proc/self/fd/N is mapped)" for m in ("task-fd", "dev-fd", "openat")},
+    **{(f"inode_flags-{m}", None, None): "inode flags set through a read-only fd change the lower file"
+       for m in ("setflags", "fsxattr")},
+    ("openat2_in_root", None, None): "RESOLVE_IN_ROOT paths are resolved by the kernel from the dirfd",
+    **{(f"path_race-{m}", None, None): "the kernel reads the path again after the view let /dev/null through"
+       for m in ("thread", "clone-vm", "vfork")},
+    ("below_sp", None, None): "the rewritten path lies in memory another thread of the process can write",
+    ("component_race-exchange", None, None): "a component swapped for a symlink after the view resolved it",
+    ("userns_bind", None, None): "a bind mount in the process's own mount namespace, under a path the view "
+                                 "leaves to the kernel (/dev/shm)",
+    ("chroot_parent", None, None): "paths after chroot are resolved by the kernel from the new root",
+    **{(f"umount_root-{m}", None, None): "umount2(\"/\") removes the view's cow mount; later writes are real"
+       for m in ("plain", "detach")},
+    ("acct", "root", None): "acct(PATH) is not rewritten: the kernel writes the real file",
+    ("untraced", None, None): "a clone(CLONE_UNTRACED) child is not traced and outlives the view",
+    ("ptrace_monitor-mem", "root", None): "root keeps CAP_SYS_PTRACE: the monitor's /proc/PID/mem opens "
+                                          "read-write",
+}
+
+
+def escape_reason(case, user, notif):
+    for (cid, u, n), why in ESCAPES.items():
+        if cid == case.id and u in (None, user) and n in (None, notif):
+            return why
+    return None
+
+
+def params():
+    out = []
+    for case in CASES:
+        for user in case.users:
+            for notif in NOTIF:
+                why = escape_reason(case, user, notif)
+                marks = [pytest.mark.xfail(strict=True, reason=f"escapes: {why}")] if why else []
+                if case.slow:
+                    marks.append(pytest.mark.slow)
+                out.append(pytest.param(case, user, notif, id=f"{case.id}-{user}-{notif}", marks=marks))
+    return out
+
+
+@pytest.fixture(scope="module")
+def progs():
+    """progs/escape/*.c built where every user may run them, also inside a
+    sandbox (whose /tmp is its own: /var/tmp)."""
+    need("gcc")
+    out = tempfile.mkdtemp(prefix="umview-escape-progs-", dir="/var/tmp")
+    os.chmod(out, 0o755)
+    try:
+        for src in sorted(glob.glob(os.path.join(PROGS, "*.c"))):
+            exe = os.path.join(out, os.path.basename(src)[:-2])
+            r = run(["gcc", "-O1", "-Wall", "-Wno-unused-function", "-pthread", "-o", exe, src])
+            if r.returncode:
+                pytest.skip(f"cannot build {src}: {r.stderr.decode()[-400:]}")
+        yield out
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+@pytest.fixture
+def victim_dirs():
+    """victim_dirs(user): a new directory in /var/tmp holding "victim", both
+    the user's; all removed afterwards."""
+    made = []
+
+    def make(user):
+        d = tempfile.mkdtemp(prefix="umview-escape-", dir="/var/tmp")
+        made.append(d)
+        os.chmod(d, 0o755)
+        path = os.path.join(d, "victim")
+        with open(path, "w") as f:
+            f.write("orig\n")
+        os.chmod(path, 0o644)
+        if user != "root":
+            os.chown(d, NOBODY, NOBODY)
+            os.chown(path, NOBODY, NOBODY)
+        return path
+    yield make
+    for d in made:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _inode_flags(path):
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        return struct.unpack("i", fcntl.ioctl(fd, FS_IOC_GETFLAGS, b"\0" * 4))[0]
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def snapshot(d):
+    """Everything about the tree d that a change would show: names, types
+    and modes, owners, sizes, contents, symlink targets, mtimes, ctimes,
+    inode flags (not atimes: reading a file is no change)."""
+    out = {}
+    for root, dirs, files in os.walk(d):
+        for name in ["", *dirs, *files]:
+            path = os.path.join(root, name) if name else root
+            st = os.lstat(path)
+            if os.path.islink(path):
+                data = os.readlink(path)
+            elif os.path.isfile(path):
+                with open(path, "rb") as f:
+                    data = hashlib.sha256(f.read()).hexdigest()
+            else:
+                data = None
+            out[os.path.relpath(path, d)] = (st.st_mode, st.st_uid, st.st_gid, st.st_size, data,
+                                             st.st_mtime_ns, st.st_ctime_ns, _inode_flags(path))
+    return out
+
+
+def _left_running(run_id, progs):
+    """pids of the test programs (their executable is in progs) still
+    running with RUN_VAR=run_id in their environment, not dying (a tracee
+    has SIGKILL pending when its tracer exits)."""
+    needle = f"{RUN_VAR}={run_id}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if not os.readlink(f"/proc/{entry}/exe").startswith(progs + "/"):
+                continue
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{entry}/status") as f:
+                status = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:  # gone meanwhile
+            continue
+        pending = int(status["SigPnd"], 16) | int(status["ShdPnd"], 16)
+        if status["State"].split()[0] not in ("Z", "X") and not pending & (1 << (signal.SIGKILL - 1)):
+            found.append(int(entry))
+    return found
+
+
+def attempt(argv, notif, progs, timeout=60):
+    """Run argv with a marker in its environment. Returns its result (None
+    if it had to be killed after timeout seconds) and the pids of the test
+    programs still running when it returned (killed then); its output is
+    read to the end, which may wait for them."""
+    run_id = uuid.uuid4().hex
+    env = dict(os.environ, **{RUN_VAR: run_id})
+    env.pop("UMVIEW_NOTIF", None)
+    if NOTIF[notif] is not None:
+        env["UMVIEW_NOTIF"] = NOTIF[notif]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        proc.wait(timeout)  # the programs write little: no pipe fills up
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        hung = True
+    else:
+        hung = False
+    left = _left_running(run_id, progs)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    out, err = proc.communicate(timeout=timeout)
+    return None if hung else subprocess.CompletedProcess(argv, proc.returncode, out, err), left
+
+
+def command(progs, case, victim):
+    # through sh: the program's parent is a process of the same user (natively and in the view)
+    return ["sh", "-c", '"$@"; exit $?', "sh", os.path.join(progs, case.prog), *case.args, victim]
+
+
+def mount_ns(case, user):
+    """umount_root as root: in a mount namespace of its own, where a real
+    umount of / harms nothing else (as nobody it has no right to)."""
+    if case.own_mount_ns and user == "root":
+        need("unshare")
+        return ["unshare", "--mount", "--propagation", "private", "--"]
+    return []
+
+
+def _output(r):
+    return (r.stdout + r.stderr).decode(errors="replace").strip()
+
+
+@pytest.mark.parametrize("case, user, notif", params())
+def test_an_escape_attempt_from_a_sandbox_leaves_the_real_files_untouched(progs, victim_dirs, case, user, notif):
+    need_user(user)
+    try:
+        # natively the program does change the victim (so the test can fail)
+        victim = victim_dirs(user)
+        before = snapshot(os.path.dirname(victim))
+        native, _ = attempt(mount_ns(case, user) + as_user(user, command(progs, case, victim)), notif, progs)
+        assert native is not None, "natively the program hung"
+        if native.returncode == UNSUPPORTED:
+            pytest.skip(_output(native))
+        assert native.returncode == 0, f"natively the program failed: {_output(native)}"
+        if case.changes:
+            assert snapshot(os.path.dirname(victim)) != before, "natively the program changed nothing"
+
+        victim = victim_dirs(user)
+        before = snapshot(os.path.dirname(victim))
+        viewed, left = attempt(mount_ns(case, user) + umview_for(user, "--sandbox", "--",
+                                                                 *command(progs, case, victim)), notif, progs)
+        assert snapshot(os.path.dirname(victim)) == before, \
+            f"a real file changed: {_output(viewed) if viewed else 'the view hung'}"
+        assert viewed is not None, "the view hung (killed)"
+        assert not left, f"processes of the program outlived the view (killed): {left}"
+        if not case.changes:
+            assert viewed.returncode != 0, f"the calls succeeded in the view: {_output(viewed)}"
+    finally:
+        if case.prog == "acct" and os.geteuid() == 0:
+            ctypes.CDLL(None, use_errno=True).acct(None)  # never left on
+
+
+# inside the sandbox: make a file (it lands in the layer), wait for the
+# layer's real path on stdin, then try to reach that file and to write there
+REACH = r'''
+echo inside > "$1/made-inside" || exit 1
+echo ready
+read -r layer
+copy="$layer$1/made-inside"
+if cat "$copy" 2>/dev/null; then echo "read $copy"; fi
+if ls "$layer" >/dev/null 2>&1; then echo "listed $layer"; fi
+if ln -s "$1/victim" "$layer$1/link" 2>/dev/null; then echo "made $layer$1/link"; fi
+echo done
+'''
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_the_layer_directory_is_not_reachable_from_inside(victim_dirs, user):
+    """A sandbox's layer (the real directory holding what the view changed)
+    is not reachable by its real path from inside: a process cannot make a
+    symlink there pointing into the lower tree, or change the copies."""
+    need_user(user)
+    vdir = os.path.dirname(victim_dirs(user))
+    # the sandbox's directory is made in $TMPDIR: one of this test's own in /tmp
+    tmp = tempfile.mkdtemp(prefix="umview-escape-tmp-", dir="/tmp")
+    os.chmod(tmp, 0o777)
+    proc = subprocess.Popen(umview_for(user, "--sandbox", "--", "sh", "-c", REACH, "sh", vdir),
+                            env=dict(os.environ, TMPDIR=tmp),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"ready\n", proc.stderr.read() if proc.poll() is not None else ""
+        made = os.listdir(tmp)
+        assert len(made) == 1, f"not one sandbox directory in {tmp}: {made}"
+        layer = os.path.join(tmp, made[0], "layer")
+        # from outside, the user reaches the file made inside at its real path
+        native = run(as_user(user, ["cat", layer + vdir + "/made-inside"]))
+        assert native.stdout == b"inside\n", native.stderr
+        out, err = proc.communicate(layer.encode() + b"\n", timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    assert out == b"done\n", (out + err).decode(errors="replace")
+    assert not os.path.exists(vdir + "/made-inside") and not os.path.lexists(vdir + "/link")
