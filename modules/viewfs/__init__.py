@@ -15,7 +15,10 @@ appears writable; changes go to SOURCE, the real TARGET is never written) and
 ``mincow`` (as cow, but what the user may write is changed in place); see
 layers.py beside this file. SOURCE of a layered mode is made if it does not exist.
 ``-o except=P1:P2`` keeps those subpaths of TARGET real (absolute, or
-relative to TARGET).
+relative to TARGET). A layered mount over what an older layered mount shows is
+refused (EBUSY), unless ``-o fresh``: it then starts from what lay under that
+mount (its lower layer) and hides that mount's changes while it is mounted (a
+fresh layer per test in a sandbox; docs/modules.md).
 
 Each mount is a RedirectMount engine registered when mount(2) succeeds, with
 its own epoch: a later mount over /a hides an earlier one on /a/b. SOURCE is
@@ -102,11 +105,15 @@ class Viewfs(Module):
     name = "viewfs"
     description = "mount a real directory over a path (modes move, merge, cow, mincow)"
     options_help = ("mount=SOURCE:TARGET[:MODE] (mount at start; repeat with ;); "
-                    "except=P1:P2 (absolute subpaths those mounts leave to the older mounts and the real tree)")
+                    "except=P1:P2 (absolute subpaths those mounts leave to the older mounts and the real tree); "
+                    "fresh (a layered mount over an older layered one starts from what lay under it)")
 
     def __init__(self, options):
         super().__init__(options)
-        self.check_options({"mount", "except"})
+        self.check_options({"mount", "except", "fresh"})
+        if self.options.get("fresh") not in (None, True):
+            raise ValueError("module viewfs: fresh takes no value")
+        self.initial_fresh = "fresh" in self.options
         spec_except = self.options.get("except")
         if spec_except is True or (spec_except and not all(p.startswith("/") for p in spec_except.split(":"))):
             raise ValueError("module viewfs: except=P1:P2 wants absolute paths")
@@ -134,7 +141,8 @@ class Viewfs(Module):
         try:
             self.initial = [self._make(source, target, mode, at_start=True,
                                        exceptions=[e for e in self.initial_except
-                                                   if e == target or e.startswith(target.rstrip(b"/") + b"/")])
+                                                   if e == target or e.startswith(target.rstrip(b"/") + b"/")],
+                                       fresh=self.initial_fresh)
                             for source, target, mode in self.initial]
         except ValueError:
             self.close()  # the mounts made before the one refused: their listing directories go
@@ -154,7 +162,7 @@ class Viewfs(Module):
             if hasattr(m, "detach"):
                 m.detach()
 
-    def _make(self, source, target, mode, at_start=False, exceptions=()):
+    def _make(self, source, target, mode, at_start=False, exceptions=(), fresh=False):
         if mode not in MODES:
             raise (ValueError(f"module viewfs: unknown mode {mode!r}") if at_start
                    else OSError(errno.EINVAL, f"unknown viewfs mode {mode!r}"))
@@ -172,34 +180,59 @@ class Viewfs(Module):
             if at_start:
                 raise ValueError(f"module viewfs: source {os.fsdecode(given)}: {os.strerror(err)}")
             raise OSError(err, "source")
-        if mode != "move":
-            under = self._layered_over(target)
-            if under is not None:
-                msg = (f"a {mode} mount over {os.fsdecode(target)}, which the layered mount of "
-                       f"{os.fsdecode(under.target)} shows, is not supported (its lower layer would not be "
-                       "what that mount shows): unmount that one first, or mount elsewhere")
-                if at_start:
-                    raise ValueError("module viewfs: " + msg)
-                log.warning("viewfs: %s: mount refused with EBUSY", msg)
-                raise OSError(errno.EBUSY, msg)
+        under = self._layered_over(target) if mode != "move" else None
+        if under is not None and not fresh:
+            msg = (f"a {mode} mount over {os.fsdecode(target)}, which the layered mount of "
+                   f"{os.fsdecode(under.target)} shows, is not supported (its lower layer would not be "
+                   "what that mount shows): unmount that one first, mount elsewhere, or add the option "
+                   "fresh (start from what lay under that mount, hiding its changes)")
+            if at_start:
+                raise ValueError("module viewfs: " + msg)
+            log.warning("viewfs: %s: mount refused with EBUSY", msg)
+            raise OSError(errno.EBUSY, msg)
         name = f"viewfs {target.decode(errors='replace')}"
         if mode == "move":
             m = ViewfsMount(source, target, mode, exceptions)
-        else:
+        elif under is None:
             m = LayeredMount(source, target, self.real_path(target), mode, name + f" ({mode})", exceptions)
+        else:
+            lower, kept, over = self._beside(under, target)
+            m = LayeredMount(source, target, lower, mode, name + f" ({mode}, fresh)", (*exceptions, *kept))
+            m.replaces = under.replaces | {under, *over}
         self.mounts.append(m)
         return m
 
+    def _stack(self):
+        """The engines a mount made now would stand on, oldest first: those
+        of the running view, else the ones loaded before and this module's
+        mounts so far."""
+        return list(self.view.engines if self.view is not None else (*self.older, *self.mounts))
+
     def _layered_over(self, target):
-        """The layered mount (merge, cow, mincow) of the view that target lies
-        at or under, or None. The engines a mount made now would stand on:
-        those of the running view, else the ones loaded before and this
-        module's mounts so far."""
-        engines = self.view.engines if self.view is not None else (*self.older, *self.mounts)
-        for e in engines:
+        """The newest layered mount (merge, cow, mincow) of the view that
+        target lies at or under, or None."""
+        for e in reversed(self._stack()):
             if isinstance(e, LayeredMount) and e.relative(target) is not None:
                 return e
         return None
+
+    def _beside(self, under, target):
+        """A fresh layered mount on target beside the layered mount under:
+        (its lower layer, the subpaths it leaves to the older engines, the
+        mounts made over under since). The lower layer is what lay under that
+        mount at target (the real tree for a cow view of /); the paths that
+        mount left to others (its exceptions) and the mounts made over it
+        since (a sandbox's private /tmp) stay as they are, and none of them
+        resolves again a path the fresh mount resolved (its real path)."""
+        lower = under.layers.low(under.relative(target))
+        stack = self._stack()
+        newer = stack[stack.index(under) + 1:] if under in stack else []
+        below = target.rstrip(b"/") + b"/"
+        kept = [e for e in under.exceptions if e.startswith(below)]
+        over = [e for e in newer if isinstance(e, RedirectMount)
+                and e.target != target and e.target.startswith(below)]
+        kept += [e.target for e in over]
+        return lower, tuple(dict.fromkeys(kept)), over
 
     def mount(self, tid, source, target, data):
         """mount(2) of type viewfs, from a process of the view."""
@@ -207,6 +240,7 @@ class Viewfs(Module):
             raise OSError(errno.ENOENT, "target")
         opts = [o for o in data.split(",") if o]
         modes = [o for o in opts if o in MODES]
+        fresh = "fresh" in opts
         exceptions = []
         for o in opts:
             if o.startswith("except="):
@@ -220,7 +254,7 @@ class Viewfs(Module):
                                     os.fsdecode(e), os.fsdecode(target))
                         raise OSError(errno.EINVAL, "except")
                     exceptions.append(full)
-        unknown = [o for o in opts if o not in MODES and o not in ("rw", "defaults")
+        unknown = [o for o in opts if o not in MODES and o not in ("rw", "defaults", "fresh")
                    and not o.startswith("except=")]
         if unknown:
             log.warning("viewfs: unknown mount option(s) %s: mount refused with EINVAL", ",".join(unknown))
@@ -231,7 +265,7 @@ class Viewfs(Module):
         if not os.path.isdir(self.real_path(target)):
             # as mount(2): the mount point must be an existing directory
             raise OSError(errno.ENOTDIR if os.path.exists(self.real_path(target)) else errno.ENOENT, "target")
-        m = self._make(source, target, modes[-1] if modes else "move", exceptions=exceptions)
+        m = self._make(source, target, modes[-1] if modes else "move", exceptions=exceptions, fresh=fresh)
         self.view.add_engine(m)
         if hasattr(m, "attach"):
             m.attach()

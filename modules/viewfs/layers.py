@@ -65,6 +65,34 @@ LAYER_DIR, LAYER_HIDE = 1, 2
 _DTYPES = {stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink", stat.S_IFIFO: "fifo"}
 
 
+class LayerSet:
+    """The C core's layer set, shared by every layered mount: two of them
+    may name the same path (a ``fresh`` mount beside the one it replaces,
+    or mounts of two views). Each mount's kind is kept; the C core gets the
+    strongest (LAYER_HIDE sends more to Python than LAYER_DIR), and a path
+    leaves it with the last mount that names it."""
+
+    def __init__(self):
+        self.kinds = {}  # path -> {mount: kind}
+
+    def add(self, mount, path, kind):
+        owners = self.kinds.setdefault(path, {})
+        owners[mount] = kind
+        core.layer_add(path, max(owners.values()))
+
+    def drop(self, mount, path):
+        owners = self.kinds.get(path, {})
+        owners.pop(mount, None)
+        if owners:
+            core.layer_add(path, max(owners.values()))
+        else:
+            self.kinds.pop(path, None)
+            core.layer_del(path)
+
+
+LAYER_SET = LayerSet()
+
+
 def _lstat(path):
     try:
         return os.lstat(path)
@@ -709,14 +737,14 @@ class LayeredMount(RedirectMount):
         for r, kind in self.layers.kinds(rel) if rel else [(b"", LAYER_HIDE if self.layers.opaque(b"") else LAYER_DIR)]:
             v = self._vpath(r)
             if kind:
-                core.layer_add(v, kind)
+                LAYER_SET.add(self, v, kind)
                 self.set_entries.add(v)
             elif v in self.set_entries:
                 self._drop_subtree(v)
 
     def _drop_subtree(self, v):
         for e in [e for e in self.set_entries if e == v or e.startswith(v + b"/")]:
-            core.layer_del(e)
+            LAYER_SET.drop(self, e)
             self.set_entries.discard(e)
 
     def _rescan(self, rel):
@@ -738,12 +766,12 @@ class LayeredMount(RedirectMount):
         if self.layer_in_core:
             for rel, kind in self.layers.entries():
                 v = self._vpath(rel)
-                core.layer_add(v, kind)
+                LAYER_SET.add(self, v, kind)
                 self.set_entries.add(v)
 
     def detach(self):
         for v in self.set_entries:
-            core.layer_del(v)
+            LAYER_SET.drop(self, v)
         self.set_entries.clear()
         self.listings.close()
 
@@ -848,8 +876,14 @@ class LayeredMount(RedirectMount):
     # --- calls ---
     def enter(self, call):
         if call.name in SOCKET_CALLS:
+            if self.replaced(call, "addr"):
+                return CONTINUE
+            self.resolved(call, "addr")
             return self._socket(call)
         if call.name in FD_CHANGES:
+            if self.replaced(call, "fd"):
+                return CONTINUE
+            self.resolved(call, "fd")
             return self._fd_change(call)
         if call.name in self.fd_syscalls:
             call.state(self).listing = self._listing_fd(call)
@@ -864,10 +898,13 @@ class LayeredMount(RedirectMount):
         for slot, path in enumerate(paths):
             if path is None:
                 continue
+            index = call.path_indices[slot]
+            if self.replaced(call, index):
+                continue
             rel = self._relative(call, slot, path)
             if rel is None:
                 continue
-            index = call.path_indices[slot]
+            self.resolved(call, index)
             # NULL (utimensat(fd, NULL, ...)) names the fd, as "" does
             raw = call.read_string(index) if call.args[index] else b""
             slots.append((slot, index, rel, raw))
