@@ -20,6 +20,7 @@ BUILTIN = {
     "trace": "umview.modules.trace:Trace",
     "vnet": "umview.modules.vnet:Vnet",
     "fs": "umview.modules.fs:Fs",
+    "guard": "umview.modules.guard:GuardModule",
 }
 
 

@@ -310,7 +310,8 @@ class Sandbox:
         """The -p specs of the sandbox, oldest first: the cow view of /, then
         /tmp over it (the layer and the private /tmp, both in $TMPDIR or
         elsewhere, are out of the view's reach when they lie in /tmp)."""
-        specs = [("viewfs", {"mount": f"{self.layer}:/:cow"})]
+        # the guard first: the oldest engine, it refuses what no module served
+        specs = [("guard", {}), ("viewfs", {"mount": f"{self.layer}:/:cow"})]
         tmp = {"mount": f"{self.tmp}:/tmp"}
         try:
             cwd = os.path.realpath(os.getcwd())

@@ -7,7 +7,7 @@ about engines or modules.
 import errno
 import os
 
-_EXPECTED_VERSION = 12
+_EXPECTED_VERSION = 13
 
 try:
     from umview._umcore import ffi, lib

@@ -33,9 +33,10 @@ chroot.
 """
 import errno
 import os
+import re
 
 from umview import core
-from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip, under_any
+from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip, _normalize, under_any
 from umview.pathwalk import plain_path, walk
 from umview.service import ViewLookup, realize
 from umview.syscalls import PATH_SYSCALLS, follows_last
@@ -46,7 +47,10 @@ AT_EMPTY_PATH = 0x1000
 EXECS = {"execve": (0, 1), "execveat": (1, 2)}  # path and argv argument indexes
 BINPRM_BUF_SIZE = 256  # what the kernel reads of a #! line
 OPENS = frozenset({"open", "openat", "openat2", "creat"})
+RESOLVE_IN_ROOT = 0x10
 MAX_FD_PATHS = 65536
+# what follows /proc/ in a magic link to a process's root, cwd or open file
+PROC_LINK = re.compile(rb"(self|thread-self|[0-9]+)(?:/task/([0-9]+))?/(root|cwd|fd/([0-9]+))(?:/(.*))?\Z", re.S)
 
 
 class CwdTracker(Engine):
@@ -220,6 +224,10 @@ class CwdTracker(Engine):
                 return Skip.errno(errno.ERANGE)
             call.write_mem(call.raw("buf"), data)
             return Skip(len(data))
+        if call.name == "openat2" and self.mounts:
+            refused = self._in_root(call)
+            if refused is not None:
+                return refused
         if vcwd is not None:
             self._absolutize(call, vcwd)
         if self.mounts and call.path_indices:
@@ -362,12 +370,98 @@ class CwdTracker(Engine):
             view = ViewLookup(self.mounts, call)
             if self._plain(view, full, follow):
                 continue  # the walk would give the path as it is: the mounts rewrite it lexically
-            resolved, crossed = walk(full, view.realize, follow, lstat=view.lstat, opaque=self.opaque)
+            resolved, crossed = walk(full, view.realize, follow, lstat=view.lstat, opaque=self.opaque,
+                                     proc=lambda rest, f: self._proc_link(call, rest, f))
             # no mount on the way: the kernel resolves the original path the same way
             if crossed and resolved != path:
                 if len(resolved) >= 4096:
                     raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG))
                 call.set_string(index, resolved)
+
+    def _proc_link(self, call, rest, follow):
+        """The view's path that /proc/REST names, for a magic link of procfs
+        to a process's root, cwd or open file (with what follows it), or None
+        to leave the path to the kernel. The kernel would follow such a link
+        to the real file, past every mount of the view: /proc/self/root/etc
+        is the real /etc, /proc/self/fd/N of a lower file opened for reading
+        reopens the real file for writing. Here the root is the view's /, a
+        cwd is the process's virtual one, an open file is named by its path
+        in the view (it is then opened as that path is: a cow view copies it
+        up). Pipes, sockets and other files without a path stay the
+        kernel's."""
+        m = PROC_LINK.match(rest)
+        if m is None:
+            return None
+        who, task, what, fd, after = m.groups()
+        if after is None and not follow:
+            return None  # the link itself (readlink, lstat): the kernel's
+        if who == b"self":
+            pid = self._tgid(call.tid)
+        elif who == b"thread-self":
+            pid = call.tid
+        else:
+            pid = int(who)
+        tid = int(task) if task else pid
+        if what == b"root":
+            base = b"/"
+        elif what == b"cwd":
+            base = self.vcwd.get(self._tgid(tid))
+            if base is None:
+                real = self._cwd_target(tid)
+                if real is None or not real.startswith(b"/"):
+                    return None  # gone: the kernel says so
+                base = self._from_real(real) or real
+        else:
+            real = self._fd_target(tid, int(fd))
+            if real is None or not real.startswith(b"/") or real.endswith(b" (deleted)"):
+                return None  # no such fd, or a file no path names
+            entry = self.fd_paths.get((self._tgid(tid), int(fd)))
+            base = entry[0] if entry is not None and entry[1] == real else self._from_real(real) or real
+        return base.rstrip(b"/") + b"/" + after if after else base
+
+    def _in_root(self, call):
+        """(None, or the Skip of a refusal) openat2 with RESOLVE_IN_ROOT: the path is resolved with the dirfd
+        as its root ("/" and ".." stop there). The kernel would do that in
+        the real tree, past the mounts (an absolute path the mounts rewrote
+        would land under the dirfd's real directory; one they left alone would
+        name the real file). It becomes the view's path below the dirfd's
+        view path, ".." clamped at it, without RESOLVE_IN_ROOT. A symlink on
+        the way (which the kernel would resolve in that root) is refused with
+        ELOOP, as RESOLVE_NO_SYMLINKS does: resolving it here is not done."""
+        size = call.args[3]
+        if size < 24 or size > 4096 or not call.args[2]:
+            return  # the kernel's EINVAL or E2BIG or EFAULT
+        try:
+            how = bytearray(call.read_mem(call.args[2], size))
+        except OSError:
+            return
+        resolve = int.from_bytes(how[16:24], "little")
+        if not resolve & RESOLVE_IN_ROOT:
+            return
+        base = core.proc_link(call.tid, _signed(call.args[0]))
+        if base is None or not base.startswith(b"/"):
+            return  # EBADF or ENOTDIR from the kernel
+        g = self._tgid(call.tid)
+        entry = self.fd_paths.get((g, _signed(call.args[0])))
+        if entry is not None and entry[1] == base:
+            base = entry[0]
+        elif _signed(call.args[0]) == AT_FDCWD and g in self.vcwd:
+            base = self.vcwd[g]
+        else:
+            base = self._from_real(base) or base
+        path = call.read_string(call.path_indices[0])
+        rel = _normalize(path)  # ".." stops at the root, as RESOLVE_IN_ROOT's
+        full = base.rstrip(b"/") + rel if rel != b"/" else base
+        follow = not int.from_bytes(how[0:8], "little") & os.O_NOFOLLOW
+        if not self._plain(ViewLookup(self.mounts, call), full, follow):
+            return Skip.errno(errno.ELOOP)
+        how[16:24] = (resolve & ~RESOLVE_IN_ROOT).to_bytes(8, "little")
+        where = call.alloc(len(how))
+        call.write_mem(where, bytes(how))
+        call.args[2] = where
+        call.args[0] = AT_FDCWD & 0xFFFFFFFFFFFFFFFF
+        call.set_string(call.path_indices[0], full)
+        return None
 
     def _leave_to_kernel(self, vpath):
         """Does the absolute view path vpath lie, without "..", on a

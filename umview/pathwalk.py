@@ -20,7 +20,7 @@ MAXSYMLINKS = 40
 AT_FDCWD_ = -100
 
 
-def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink, opaque=()):
+def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink, opaque=(), proc=None):
     """Resolve absolute ``path`` (bytes) in the view.
 
     ``realize(vpath)`` gives the real path the kernel would use for a virtual
@@ -30,7 +30,10 @@ def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink, 
     or is not a directory ends the walk: the rest is appended as is, and the
     kernel gives the errno. ``opaque``: view paths (mount points) the walk
     must not look at or below: reaching one ends the walk there, the rest
-    appended as is, for the kernel to resolve.
+    appended as is, for the kernel to resolve. ``proc(rest, follow)``: for
+    a path under /proc (rest: what follows ``/proc/``; follow: whether the
+    walk follows its end), the view's path a magic link there stands for
+    (then followed, as a symlink to it), or None to leave it to the kernel.
     """
     if not path.startswith(b"/"):
         raise ValueError("walk wants an absolute path")
@@ -72,6 +75,13 @@ def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink, 
         if done == [b"proc"]:
             # procfs: /proc/self and the magic links name the tracee's own
             # files; the monitor must not follow them in its own context
+            target = proc(b"/".join([comp] + todo[::-1]), follow_last) if proc else None
+            if target is not None:
+                links += 1
+                if links > MAXSYMLINKS:
+                    raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))
+                done, todo, ahead, crossed = [], [c for c in target.split(b"/") if c][::-1], True, True
+                continue
             done.append(comp)
             done.extend(reversed(todo))
             break

@@ -276,9 +276,13 @@ class Viewfs(Module):
         return self.realize(path, own=self.mounts)
 
     def umount(self, target):
-        """umount2(2): remove the newest viewfs mount on target; False if none."""
+        """umount2(2): remove the newest viewfs mount on target; False if none.
+        The mounts of the module's options (at start, or of um_add_service)
+        are locked, as the kernel locks the mounts a less privileged
+        namespace inherits: um_del_service removes them, umount2 does not
+        (a sandbox's cow view of / must not go away from inside)."""
         for m in reversed(self.mounts):
-            if m.target == target:
+            if m.target == target and m not in self.initial:
                 self.mounts.remove(m)
                 self.view.remove_engine(m)
                 if hasattr(m, "detach"):

@@ -86,3 +86,15 @@ def test_abi_by_audit():
     assert arch.abi_by_audit(0xC000003E, 2**64 - 1) is arch.X86_64  # -1 as __u64
     assert arch.abi_by_audit(0x40000003, 5) is arch.I386
     assert arch.abi_by_audit(0xC00000B7, 56) is None  # aarch64: not modelled
+
+
+def test_the_core_knows_the_numbers_of_clone_and_clone3_on_every_abi():
+    """Every filter takes CLONE_UNTRACED off clone and refuses clone3 (core.h),
+    whatever tables Python loaded."""
+    core = pytest.importorskip("umview.core")
+    lib = core.lib
+    assert arch.X86_64.numbers["clone"] == lib.UM_NR_CLONE_64
+    assert arch.X32.numbers["clone"] == lib.UM_NR_CLONE_64 | X32_BIT
+    assert arch.I386.numbers["clone"] == lib.UM_NR_CLONE_I386
+    for abi, bias in ((arch.X86_64, 0), (arch.X32, X32_BIT), (arch.I386, 0)):
+        assert abi.numbers["clone3"] == lib.UM_NR_CLONE3 | bias

@@ -161,6 +161,8 @@ static int visit_needs_python(const char *p, size_t n, uint64_t hash, int final,
  * must see the call, or the walk is unsure; 0 if it may run natively.
  * Linear in the path's length: each component is looked up from its
  * parent's fd and hashed once, as a continuation of its parent's hash. */
+static int proc_magic(const char *p);
+
 static int walk_needs_python(const char *raw, int writes)
 {
     static char rest[2 * PATH_MAX + 2]; /* still to walk */
@@ -226,7 +228,11 @@ static int walk_needs_python(const char *raw, int writes)
         if (visit_needs_python(cur, clen, h, 0, writes))
             goto out;
         if (clen >= 6 && strncmp(cur, "/proc/", 6) == 0) {
-            answer = 0; /* its magic links are the tracee's: see symlink_on_path */
+            /* the monitor must not follow procfs links in its own context:
+             * a magic link goes to Python (proc_magic), the rest is real */
+            char whole[2 * PATH_MAX + 2];
+            snprintf(whole, sizeof whole, "%s%s", cur, r);
+            answer = proc_magic(whole);
             goto out;
         }
         if (missing)
@@ -288,6 +294,51 @@ out:
     return answer;
 }
 
+
+/* The next component of a path at *c (skipping "/" and "." ones, not
+ * ".."): its start, with *len its length; NULL at the end. */
+static const char *next_comp(const char **c, size_t *len)
+{
+    for (;;) {
+        while (**c == '/')
+            (*c)++;
+        if (!**c)
+            return NULL;
+        const char *s = *c, *e = strchrnul(s, '/');
+        *c = e;
+        if (e - s == 1 && s[0] == '.')
+            continue;
+        *len = (size_t)(e - s);
+        return s;
+    }
+}
+
+static int comp_is(const char *s, size_t l, const char *name) { return l == strlen(name) && !strncmp(s, name, l); }
+
+/* Does the absolute path p (raw or normalized) go through a magic link of
+ * procfs that names a file of a process: /proc/P/root, /proc/P/cwd or
+ * /proc/P/fd/N (P also as P/task/T), as itself or with a rest after it,
+ * before any ".."? The kernel follows those to the real file, past every
+ * mount of the view; the cwd tracker resolves them in the view
+ * (umview/cwd.py). */
+static int proc_magic(const char *p)
+{
+    const char *c = p, *s;
+    size_t l;
+    if (!(s = next_comp(&c, &l)) || !comp_is(s, l, "proc"))
+        return 0;
+    if (!(s = next_comp(&c, &l)) || comp_is(s, l, ".."))
+        return 0;
+    if (!(s = next_comp(&c, &l)))
+        return 0;
+    if (comp_is(s, l, "task")) {
+        if (!(s = next_comp(&c, &l)) || comp_is(s, l, "..") || !(s = next_comp(&c, &l)))
+            return 0;
+    }
+    if (comp_is(s, l, "root") || comp_is(s, l, "cwd"))
+        return 1;
+    return comp_is(s, l, "fd") && (s = next_comp(&c, &l)) != NULL && !comp_is(s, l, "..");
+}
 
 /* ------------------------------------------------------------------ */
 /* gathering: what the decision needs from the tracee                  */
@@ -565,7 +616,7 @@ int um_decide(struct um_decide_in *in)
             continue;
         }
         int k = in->path_kind[s];
-        if (k == UM_PREFIX_PLAIN) {
+        if (k == UM_PREFIX_PLAIN || (check_symlinks && nprefixes > 0 && (proc_magic(in->path[s]) || proc_magic(raw)))) {
             python = 1;
             continue;
         }

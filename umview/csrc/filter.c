@@ -108,6 +108,28 @@ static void emit_own_filters(struct bpf_buf *b, uint32_t nr_seccomp, uint32_t nr
     emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
 }
 
+/* clone with CLONE_UNTRACED stops (untraced_clone takes the flag off);
+ * clone3 fails with ENOSYS (core.h). The accumulator holds the number and
+ * holds it again after. */
+static void emit_clone_guard(struct bpf_buf *b, uint32_t nr_clone, uint32_t nr_clone3)
+{
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr_clone3, 0, 1));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS));
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr_clone, 0, 4));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args)));
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, UM_CLONE_UNTRACED, 0, 1));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, RET_TRACE_UM));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
+}
+
+/* Is this a clone with CLONE_UNTRACED (what emit_clone_guard stops)? */
+int untraced_clone(int abi, uint64_t nr, const uint64_t *args)
+{
+    uint64_t bias = abi == UM_ABI_X32 ? (uint64_t)X32_BIT : 0;
+    return nr == (abi == UM_ABI_I386 ? UM_NR_CLONE_I386 : UM_NR_CLONE_64 | bias) &&
+           ((uint32_t)args[0] & UM_CLONE_UNTRACED);
+}
+
 /* What emit_own_filters stops, as C sees it: 1 for seccomp(2) installing a
  * filter without a listener, 2 for prctl(PR_SET_SECCOMP), else 0. */
 int own_filter_call(int abi, uint64_t nr, const uint64_t *args)
@@ -147,12 +169,14 @@ static int build_filter_of(struct bpf_buf *b, unsigned char (*tab)[MAX_NR])
     emit(b, (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, 0)); /* -> LX32 */
     emit_control(b, 0);
     emit_own_filters(b, UM_NR_SECCOMP_64, UM_NR_PRCTL_64);
+    emit_clone_guard(b, UM_NR_CLONE_64, UM_NR_CLONE3);
     emit_search(b, UM_ABI_X86_64, nrs, tab[UM_ABI_X86_64], 0, collect(tab[UM_ABI_X86_64], nrs), 0);
 
     int lx32 = b->n;
     b->f[jx32 + 1].k = (uint32_t)(lx32 - (jx32 + 1) - 1);
     emit_control(b, (uint32_t)X32_BIT);
     emit_own_filters(b, UM_NR_SECCOMP_64 | (uint32_t)X32_BIT, UM_NR_PRCTL_64 | (uint32_t)X32_BIT);
+    emit_clone_guard(b, UM_NR_CLONE_64 | (uint32_t)X32_BIT, UM_NR_CLONE3 | (uint32_t)X32_BIT);
     emit_search(b, UM_ABI_X32, nrs, tab[UM_ABI_X32], 0, collect(tab[UM_ABI_X32], nrs), (uint32_t)X32_BIT);
 
     int l32 = b->n;
@@ -160,6 +184,7 @@ static int build_filter_of(struct bpf_buf *b, unsigned char (*tab)[MAX_NR])
     emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
     emit_control(b, 0);
     emit_own_filters(b, UM_NR_SECCOMP_I386, UM_NR_PRCTL_I386);
+    emit_clone_guard(b, UM_NR_CLONE_I386, UM_NR_CLONE3);
     emit_search(b, UM_ABI_I386, nrs, tab[UM_ABI_I386], 0, collect(tab[UM_ABI_I386], nrs), 0);
     return b->overflow ? -E2BIG : 0;
 }
@@ -176,7 +201,7 @@ int monitor_may_trace(int abi, uint64_t nr, const uint64_t *args)
 {
     if (abi < 0 || abi >= UM_NABI)
         return 0;
-    if (own_filter_call(abi, nr, args))
+    if (own_filter_call(abi, nr, args) || untraced_clone(abi, nr, args))
         return 1;
     if (abi == UM_ABI_X32)
         nr &= ~(uint64_t)X32_BIT;

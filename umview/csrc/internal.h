@@ -186,6 +186,7 @@ int decide_call(pid_t tid, struct um_decide_in *in, int *read);
 int any_notif(void);
 int monitor_may_trace(int abi, uint64_t nr, const uint64_t *args);
 int own_filter_call(int abi, uint64_t nr, const uint64_t *args);
+int untraced_clone(int abi, uint64_t nr, const uint64_t *args);
 int install_filter(int *listener);
 extern int inject_ready;
 void inject_filter(pid_t tid);

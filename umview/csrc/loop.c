@@ -398,6 +398,20 @@ int um_next(struct um_event *ev)
                 resume(tid, PTRACE_CONT, 0);
                 continue;
             }
+            if (untraced_clone(abi_of(&si), si.seccomp.nr, si.seccomp.args)) {
+                /* the child is traced as every other (core.h) */
+                uint64_t args[6];
+                memcpy(args, si.seccomp.args, sizeof args);
+                args[0] &= ~(uint64_t)UM_CLONE_UNTRACED;
+                cur_sci = si;
+                if (set_args_regs(tid, abi_of(&si), args) == 0) {
+                    resume(tid, PTRACE_CONT, 0);
+                } else {
+                    skip_call(tid, abi_of(&si), si.seccomp.args, -EPERM);
+                    ptrace(PTRACE_CONT, tid, 0, 0);
+                }
+                continue;
+            }
             int own = own_trace_stop(tid, &si);
             if (own == 2) /* for the inner tracer: PTRACE_EVENT_SECCOMP, with the filter's data */
                 return stop_event(ev, tid, status, (long)si.seccomp.ret_data, &si);
