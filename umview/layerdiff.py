@@ -31,6 +31,7 @@ Light imports only: umview-layer and the pytest plugin load it without the
 C core.
 """
 import errno
+import fcntl
 import os
 import stat
 
@@ -41,6 +42,34 @@ COPY_TMP = ".wh..cp."
 ORIGIN_XATTR = "user.umview.origin"
 
 KINDS = ("created", "modified", "deleted", "renamed")
+
+
+def hold(layer):
+    """A view uses the layer: a shared lock on its directory (flock) for as
+    long as the returned fd stays open, so that umview-layer apply can tell
+    (lock_for_apply). None if the layer is being applied, or not lockable."""
+    try:
+        fd = os.open(layer, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def lock_for_apply(layer):
+    """An exclusive lock on the layer for umview-layer apply (an fd to close);
+    BlockingIOError if a view uses it (see hold)."""
+    fd = os.open(layer, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
 
 _TYPES = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink", stat.S_IFIFO: "fifo",
           stat.S_IFSOCK: "socket", stat.S_IFCHR: "chardev", stat.S_IFBLK: "blockdev"}
@@ -281,7 +310,8 @@ def describe(kind, entry):
     if kind in ("created", "deleted"):
         what.append(entry["type"])
         if "entries" in entry:
-            what.append(f"{entry['entries']} entries below")
+            n = entry["entries"]
+            what.append(f"{n} {'entry' if n == 1 else 'entries'} below")
     if "size" in entry:
         what.append(f"size {entry['size'][0]} -> {entry['size'][1]}")
     elif entry.get("content") and "target" not in entry:

@@ -39,7 +39,7 @@ import stat
 import struct
 import tempfile
 
-from umview import core, janitor
+from umview import core, janitor, layerdiff
 from umview.engine import CONTINUE, CONTINUE_AFTER, Skip
 from umview.layerdiff import ORIGIN_XATTR as ORIGIN  # on an upper copy: the lower name it was renamed from
 from umview.pathwalk import lstat_plain
@@ -756,7 +756,9 @@ class LayeredMount(RedirectMount):
                     self._changed(_join(base, n) if base else n)
 
     def attach(self):
-        """Load the layer into the C core (at mount)."""
+        """Load the layer into the C core (at mount), and mark it used
+        (umview-layer apply refuses a layer a view uses)."""
+        self.hold = layerdiff.hold(self.layers.upper)
         if self.layer_in_core:
             for rel, kind in self.layers.entries():
                 v = self._vpath(rel)
@@ -764,6 +766,9 @@ class LayeredMount(RedirectMount):
                 self.set_entries.add(v)
 
     def detach(self):
+        if getattr(self, "hold", None) is not None:
+            os.close(self.hold)
+            self.hold = None
         for v in self.set_entries:
             core.layer_del(v)
         self.set_entries.clear()
