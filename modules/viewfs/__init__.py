@@ -14,6 +14,9 @@ nothing of what was there), ``merge`` (SOURCE over TARGET), ``cow`` (TARGET
 appears writable; changes go to SOURCE, the real TARGET is never written) and
 ``mincow`` (as cow, but what the user may write is changed in place); see
 layers.py beside this file. SOURCE of a layered mode is made if it does not exist.
+``ro`` (or mount(2) with MS_RDONLY) shows SOURCE as move does, read-only: every
+call that would change a file there fails with EROFS (``umview --sandbox=ro``
+is a ro mount of / over /).
 ``-o except=P1:P2`` keeps those subpaths of TARGET real (absolute, or
 relative to TARGET). A layered mount over what an older layered mount shows is
 refused (EBUSY), unless ``-o fresh``: it then starts from what lay under that
@@ -28,16 +31,22 @@ TARGET must exist, as for mount(2), unless it lies under another mount.
 import errno
 import logging
 import os
+import stat
+import struct
 
+from umview import core
 from umview.engine import CONTINUE, Engine, Skip
 from umview.service import Module, RedirectMount
 from umview.syscalls import PATH_SYSCALLS
 
-from .layers import LISTING_CALLS, LayeredMount
+from .layers import (ACCESS, CREATE, FD_CHANGES, LISTING_CALLS, O_CREAT, O_EXCL, O_RDWR, O_TRUNC,
+                     O_WRITES, O_WRONLY, OPENS, PSEUDO, W_OK, LayeredMount)
 
 log = logging.getLogger("umview")
 
-MODES = ("move", "merge", "cow", "mincow")
+MODES = ("move", "merge", "cow", "mincow", "ro")
+LAYERED = ("merge", "cow", "mincow")
+MS_RDONLY = 1
 
 
 class ViewfsMount(RedirectMount):
@@ -62,6 +71,96 @@ class ViewfsMount(RedirectMount):
         if not rel:
             return self.source
         return (self.source if self.source != b"/" else b"") + b"/" + rel
+
+
+def writes(call):
+    """Would call change the file system? The syscall table's rule for it
+    (Spec.writes, as the C core applies it under a layered prefix)."""
+    rule = call.spec.writes if call.spec is not None else None
+    if rule is None:
+        return False
+    kind = rule[0]
+    if kind == "always":
+        return True
+    if kind == "open_how":
+        return bool(struct.unpack("Q", call.read_mem(call.args[rule[1]], 8))[0] & O_WRITES)
+    if kind == "access":
+        return bool(call.args[rule[1]] & W_OK)
+    return bool(call.args[rule[1]] & O_WRITES)  # oflags
+
+
+class ReadOnlyMount(ViewfsMount):
+    """Mode ro: SOURCE at TARGET as move shows it, and every call that would
+    change a file there fails with EROFS, as on a file system mounted
+    read-only. The calls that change are the syscall table's (writes()),
+    plus those that change an open file by its fd alone (fchmod, fchown,
+    fsetxattr...). Where SOURCE is TARGET (a read-only view of the tree
+    itself) the mount is a layered prefix with nothing in its layer set: the
+    C core hands Python only the calls that write, the others run natively.
+    /proc, /sys and /dev stay writable, as in a cow view."""
+
+    def __init__(self, source, target, exceptions=()):
+        super().__init__(source, target, "ro", exceptions)
+        self.name += " (ro)"
+        self.exceptions += tuple(p for p in PSEUDO if self.relative(p) is not None)
+        self.syscalls = self.syscalls | frozenset(FD_CHANGES)
+        if self.source == self.target:
+            self.prefixes = ()
+            self.layered_prefixes = (self.target,)
+            self.real_prefixes = self.exceptions
+
+    def _fd_file(self, call):
+        path = core.proc_link(call.tid, core.signed32(call.args[0]))
+        return path is not None and path.startswith(b"/") and self.relative(path) is not None
+
+    def wants(self, call):
+        if call.name in FD_CHANGES:
+            return self._fd_file(call)
+        return super().wants(call)
+
+    def enter(self, call):
+        if call.name in FD_CHANGES:
+            return Skip.errno(errno.EROFS)
+        if call.name in self.unix_addr_syscalls:
+            if call.name == "bind":
+                return Skip.errno(errno.EROFS)  # a socket file would be made
+            return super().enter(call)
+        if writes(call):
+            paths = [p for p in LayeredMount._paths(call) if p is not None and self.relative(p) is not None]
+            if paths:
+                err = self._error(call, self._real(self.relative(paths[0])))
+                if err:
+                    return Skip.errno(err)
+        return CONTINUE if self.source == self.target else super().enter(call)
+
+    @staticmethod
+    def _error(call, real):
+        """The errno of a call that would write real (the first path under
+        the mount): the kernel's for a name that is missing or already there,
+        else EROFS; 0 for what a read-only file system allows (writing to a
+        device, a fifo or a socket; O_CREAT of an existing file, not for
+        writing)."""
+        try:
+            st = os.stat(real) if call.name in OPENS or call.name in ACCESS else os.lstat(real)
+        except OSError:
+            st = None
+        special = st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)
+                                          or stat.S_ISLNK(st.st_mode))
+        if call.name in OPENS:
+            flags = O_CREAT | O_WRONLY | O_TRUNC if call.name == "creat" else (
+                struct.unpack("Q", call.read_mem(call.raw("how"), 8))[0] if call.name == "openat2" else call.flags)
+            if st is None:
+                return errno.EROFS if flags & O_CREAT else errno.ENOENT
+            if flags & O_CREAT and flags & O_EXCL:
+                return errno.EEXIST
+            if special or not flags & (O_WRONLY | O_RDWR | O_TRUNC):
+                return 0
+            return errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EROFS
+        if call.name in ACCESS:
+            return errno.ENOENT if st is None else 0 if special else errno.EROFS
+        if call.name in CREATE:
+            return errno.EEXIST if st is not None else errno.EROFS
+        return errno.EROFS
 
 
 class MountControl(Engine):
@@ -93,6 +192,8 @@ class MountControl(Engine):
             source = call.source
             target = call.paths()[0]
             data = call.read_string(call.index_of("data")).decode(errors="replace") if call.raw("data") else ""
+            if call.raw("flags") & MS_RDONLY:
+                data += ",ro"
             self.module.mount(call.tid, source, target, data)
             return Skip(0)
         target = call.paths()[0]
@@ -103,7 +204,7 @@ class MountControl(Engine):
 
 class Viewfs(Module):
     name = "viewfs"
-    description = "mount a real directory over a path (modes move, merge, cow, mincow)"
+    description = "mount a real directory over a path (modes move, merge, cow, mincow, ro)"
     options_help = ("mount=SOURCE:TARGET[:MODE] (mount at start; repeat with ;); "
                     "except=P1:P2 (absolute subpaths those mounts leave to the older mounts and the real tree); "
                     "fresh (a layered mount over an older layered one starts from what lay under it)")
@@ -167,7 +268,7 @@ class Viewfs(Module):
             raise (ValueError(f"module viewfs: unknown mode {mode!r}") if at_start
                    else OSError(errno.EINVAL, f"unknown viewfs mode {mode!r}"))
         given, source = source, self.real_path(source)
-        if mode != "move" and not os.path.lexists(source):
+        if mode in LAYERED and not os.path.lexists(source):
             try:
                 os.makedirs(source, 0o700)
                 os.chmod(source, 0o700 | os.stat(self.real_path(target)).st_mode & 0o7777)
@@ -180,7 +281,7 @@ class Viewfs(Module):
             if at_start:
                 raise ValueError(f"module viewfs: source {os.fsdecode(given)}: {os.strerror(err)}")
             raise OSError(err, "source")
-        under = self._layered_over(target) if mode != "move" else None
+        under = self._layered_over(target) if mode in LAYERED else None
         if under is not None and not fresh:
             msg = (f"a {mode} mount over {os.fsdecode(target)}, which the layered mount of "
                    f"{os.fsdecode(under.target)} shows, is not supported (its lower layer would not be "
@@ -193,6 +294,8 @@ class Viewfs(Module):
         name = f"viewfs {target.decode(errors='replace')}"
         if mode == "move":
             m = ViewfsMount(source, target, mode, exceptions)
+        elif mode == "ro":
+            m = ReadOnlyMount(source, target, exceptions)
         elif under is None:
             m = LayeredMount(source, target, self.real_path(target), mode, name + f" ({mode})", exceptions)
         else:

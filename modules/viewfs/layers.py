@@ -39,8 +39,9 @@ import stat
 import struct
 import tempfile
 
-from umview import core, janitor
+from umview import core, janitor, layerdiff
 from umview.engine import CONTINUE, CONTINUE_AFTER, Skip
+from umview.layerdiff import ORIGIN_XATTR as ORIGIN  # on an upper copy: the lower name it was renamed from
 from umview.pathwalk import lstat_plain
 from umview.service import SUN_PATH_MAX, RedirectMount
 from umview.syscalls import follows_last
@@ -450,6 +451,27 @@ class Layers:
         os.chmod(path, stat.S_IMODE(st.st_mode) | extra, dir_fd=dir_fd)
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns), dir_fd=dir_fd)
 
+    def mark_origin(self, rel):
+        """Record on the upper copy of the lower file rel, about to be
+        renamed, the name it stands for (aufs keeps no record of renames;
+        umview.layerdiff reads it). A file renamed again keeps its first
+        origin. Regular files only, where the layer has user xattrs: elsewhere
+        a rename reads as a deletion and a creation."""
+        up = self.up(rel)
+        try:
+            st = os.lstat(up)
+            if not stat.S_ISREG(st.st_mode) or ORIGIN in os.listxattr(up, follow_symlinks=False):
+                return
+            if not self.root and not st.st_mode & stat.S_IWUSR:
+                os.chmod(up, st.st_mode | stat.S_IWUSR)  # a user xattr needs write access
+            try:
+                os.setxattr(up, ORIGIN, rel, follow_symlinks=False)
+            finally:
+                if not self.root and not st.st_mode & stat.S_IWUSR:
+                    os.chmod(up, stat.S_IMODE(st.st_mode))
+        except OSError:
+            pass
+
     def whiteout(self, rel):
         parent, name = _parent(rel)
         up_parent = self.ensure_dir(parent)
@@ -762,7 +784,9 @@ class LayeredMount(RedirectMount):
                     self._changed(_join(base, n) if base else n)
 
     def attach(self):
-        """Load the layer into the C core (at mount)."""
+        """Load the layer into the C core (at mount), and mark it used
+        (umview-layer apply refuses a layer a view uses)."""
+        self.hold = layerdiff.hold(self.layers.upper)
         if self.layer_in_core:
             for rel, kind in self.layers.entries():
                 v = self._vpath(rel)
@@ -770,6 +794,9 @@ class LayeredMount(RedirectMount):
                 self.set_entries.add(v)
 
     def detach(self):
+        if getattr(self, "hold", None) is not None:
+            os.close(self.hold)
+            self.hold = None
         for v in self.set_entries:
             LAYER_SET.drop(self, v)
         self.set_entries.clear()
@@ -1241,6 +1268,7 @@ class LayeredMount(RedirectMount):
             st.undo.append(lambda: self.layers.whiteout(r_new))
         # the old name was seen in the lower layer too: hide it once moved
         if os.path.lexists(self.layers.low(r_old)):
+            self.layers.mark_origin(r_old)
             st.after.append(lambda: self.layers.whiteout(r_old))
         self._set(call, i_old, self.layers.up(r_old), raw_old)
         self._set(call, i_new, self.layers.up(r_new), raw_new)
