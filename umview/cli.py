@@ -348,23 +348,24 @@ class Sandbox:
         janitor.forget(self.dir)
 
 
-def _sandbox_argv(argv):
-    """A bare --sandbox followed by the command (not a preset) means the
-    default preset: umview --sandbox make."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+def bare_preset(argv, option, presets):
+    """argv with a bare option that takes an optional preset, followed by
+    an argument that is not one (the command, a path), given its default
+    preset instead: umview --sandbox make, pytest --umview-sandbox tests/."""
+    argv = list(argv)
     for i, a in enumerate(argv):
         if a == "--":
             break
-        if a == "--sandbox" and i + 1 < len(argv) and argv[i + 1] not in SANDBOX_PRESETS \
+        if a == option and i + 1 < len(argv) and argv[i + 1] not in presets \
                 and not argv[i + 1].startswith("-"):
-            argv[i] = "--sandbox=default"
+            argv[i] = f"{option}=default"
             break
     return argv
 
 
 def main(argv=None):
     parser = build_parser()
-    args = parser.parse_args(_sandbox_argv(argv))
+    args = parser.parse_args(bare_preset(sys.argv[1:] if argv is None else argv, "--sandbox", SANDBOX_PRESETS))
     if args.keep_layer and not args.sandbox:
         parser.error("--keep-layer goes with --sandbox")
     if args.report and not args.sandbox:

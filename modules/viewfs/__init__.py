@@ -256,7 +256,8 @@ class Viewfs(Module):
                 m.attach()
 
     def busy(self):
-        return bool(self.mounts)
+        # the mounts of its options go with the service (um_del_service)
+        return any(m not in self.initial for m in self.mounts)
 
     def close(self):
         for m in self.mounts:
