@@ -310,16 +310,18 @@ def pytest_runtest_setup(item):
     item.stash[_KEY] = (cow, fail)
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item, nextitem):
-    yield
     if _KEY not in item.stash:
-        return
-    cow, fail = item.stash[_KEY]
-    del item.stash[_KEY]
-    found = _VIEW.leave()
+        return (yield)
+    try:
+        result = yield  # the fixtures' finalizers run in the layer too
+    finally:
+        cow, fail = item.stash[_KEY]
+        del item.stash[_KEY]
+        found = _VIEW.leave()  # also when a finalizer failed: the next test starts clean
     if found is None:
-        return
+        return result
     item.user_properties.append(("umview_changes", found))
     if fail:
         allowed = [os.path.realpath(p) for p in _tmp_dirs(item)]
@@ -332,6 +334,7 @@ def pytest_runtest_teardown(item, nextitem):
             lines = [layerdiff.describe(k, e) for k in layerdiff.KINDS for e in found[k] if e in outside]
             pytest.fail("umview: the test changed files outside its tmp_path:\n  " + "\n  ".join(lines),
                         pytrace=False)
+    return result
 
 
 def _tmp_dirs(item):
