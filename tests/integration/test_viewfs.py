@@ -135,6 +135,27 @@ def test_relative_except_of_a_cow_view_of_root_stays_real(tmp_path):
     assert not os.path.exists(f"{layer}{real}/f")
 
 
+def test_a_fresh_layered_mount_starts_from_what_lay_under_the_older_one_and_leaves_it_intact(tmp_path):
+    # a fresh cow of / over a cow of / (a layer per test in a sandbox): it
+    # shows the real tree, not the older layer; unmounted, the older layer's
+    # view is back; the real file is never written (natively it would be)
+    first, second, victim = tmp_path / "first", tmp_path / "second", tmp_path / "victim"
+    victim.mkdir()
+    (victim / "f").write_text("orig\n")
+    native = run(["bash", "-c", f"echo first > {victim}/f && cat {victim}/f"])
+    assert native.stdout == b"first\n"
+    (victim / "f").write_text("orig\n")
+    r = in_view(f'"$VUMOUNT" -t viewfs -o cow {first} / && echo first > {victim}/f && echo made > {victim}/g &&'
+                f' "$VUMOUNT" -t viewfs -o cow,fresh {second} / && cat {victim}/f && test ! -e {victim}/g &&'
+                f' echo fresh > {victim}/f && echo h > {victim}/h && ls {victim} &&'
+                f' "$VUUMOUNT" / && cat {victim}/f {victim}/g && test ! -e {victim}/h && echo back', tmp_path)
+    assert r.stdout == b"orig\nf\nh\nfirst\nmade\nback\n", r.stderr
+    assert (victim / "f").read_text() == "orig\n" and sorted(os.listdir(victim)) == ["f"]
+    assert (first / str(victim).lstrip("/") / "f").read_text() == "first\n"
+    assert (second / str(victim).lstrip("/") / "f").read_text() == "fresh\n"
+    assert not (first / str(victim).lstrip("/") / "h").exists()
+
+
 def test_a_layered_mount_over_a_layered_mount_is_refused_and_the_view_still_works(tmp_path):
     # natively a second overlay over the first would work; here the lower
     # layer would not be what the first mount shows: refused with EBUSY (not
