@@ -192,7 +192,7 @@ class TestView:
         if cow is not None:
             cow = os.path.normpath(os.fsdecode(cow))
             if not cow.startswith("/") or any(c in cow for c in ":,;"):
-                raise pytest.UsageError(f"umview marker: cow={cow!r} wants an absolute path without : , ;")
+                pytest.fail(f"umview marker: cow={cow!r} wants an absolute path without : , ;", pytrace=False)
             layer = tempfile.mkdtemp(prefix="umview-test-layer-")
             spec = f"viewfs,mount={layer}:{cow}:cow,fresh"
             kept = [k for k in keep if k == cow or k.startswith(cow.rstrip("/") + "/")]
@@ -275,13 +275,14 @@ def _settings(item):
         return None
     kw = dict(marker.kwargs) if marker is not None else {}
     if marker is not None and marker.args:
-        raise pytest.UsageError(f"{item.nodeid}: the umview marker takes keyword arguments only")
+        pytest.fail("the umview marker takes keyword arguments only", pytrace=False)
     unknown = set(kw) - {"cow", "net", "layer", "fail_outside_tmp"}
     if unknown:
-        raise pytest.UsageError(f"{item.nodeid}: umview marker: unknown argument(s) {', '.join(sorted(unknown))}")
+        pytest.fail(f"umview marker: unknown argument(s) {', '.join(sorted(unknown))} "
+                    "(known: cow, net, layer, fail_outside_tmp)", pytrace=False)
     layer = kw.get("layer", "per-test")
     if layer not in LAYER_VALUES:
-        raise pytest.UsageError(f"{item.nodeid}: umview marker: layer={layer!r} (known: 'per-test', None)")
+        pytest.fail(f"umview marker: layer={layer!r} (known: 'per-test', None)", pytrace=False)
     cow = kw.get("cow", "/") if layer is not None else None
     fail = kw.get("fail_outside_tmp")
     if fail is None:

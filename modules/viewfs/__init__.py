@@ -300,9 +300,11 @@ class Viewfs(Module):
         elif under is None:
             m = LayeredMount(source, target, self.real_path(target), mode, name + f" ({mode})", exceptions)
         else:
-            lower, kept, over = self._beside(under, target)
+            lower, kept, older = self._beside(under, target)
             m = LayeredMount(source, target, lower, mode, name + f" ({mode}, fresh)", (*exceptions, *kept))
-            m.replaces = under.replaces | {under, *over}
+            m.replaces = frozenset(older)
+            m.host = next(((e, source[len(e.layers.upper) + 1:]) for e in reversed(self._stack())
+                           if isinstance(e, LayeredMount) and source.startswith(e.layers.upper + b"/")), None)
         self.mounts.append(m)
         return m
 
@@ -323,20 +325,20 @@ class Viewfs(Module):
     def _beside(self, under, target):
         """A fresh layered mount on target beside the layered mount under:
         (its lower layer, the subpaths it leaves to the older engines, the
-        mounts made over under since). The lower layer is what lay under that
-        mount at target (the real tree for a cow view of /); the paths that
-        mount left to others (its exceptions) and the mounts made over it
-        since (a sandbox's private /tmp) stay as they are, and none of them
-        resolves again a path the fresh mount resolved (its real path)."""
+        mounts it replaces). The lower layer is what lay under that mount at
+        target (the real tree for a cow view of /); the paths that mount
+        left to others (its exceptions) and the mounts made over it since
+        under target (a sandbox's private /tmp) stay as they are. Its paths
+        are real (its layers were realized when made): no older mount
+        resolves again a path it resolved."""
         lower = under.layers.low(under.relative(target))
         stack = self._stack()
         newer = stack[stack.index(under) + 1:] if under in stack else []
         below = target.rstrip(b"/") + b"/"
         kept = [e for e in under.exceptions if e.startswith(below)]
-        over = [e for e in newer if isinstance(e, RedirectMount)
-                and e.target != target and e.target.startswith(below)]
-        kept += [e.target for e in over]
-        return lower, tuple(dict.fromkeys(kept)), over
+        kept += [e.target for e in newer if isinstance(e, RedirectMount)
+                 and e.target != target and e.target.startswith(below)]
+        return lower, tuple(dict.fromkeys(kept)), [e for e in stack if isinstance(e, RedirectMount)]
 
     def mount(self, tid, source, target, data):
         """mount(2) of type viewfs, from a process of the view."""

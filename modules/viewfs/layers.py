@@ -724,6 +724,9 @@ class LayeredMount(RedirectMount):
             self.exceptions += (self.layers.upper,)
         self.mode = mode
         self.set_entries = set()
+        #: (the layered mount whose upper layer holds this one's, the path
+        #: there), for a fresh mount whose layer was made in the view
+        self.host = None
         # the C core can let a call through only where the lower layer is the
         # real tree at the same path; otherwise every call under it is ours.
         # /proc/self/fd/N names an open file: one of a listing directory or of
@@ -800,6 +803,11 @@ class LayeredMount(RedirectMount):
         for v in self.set_entries:
             LAYER_SET.drop(self, v)
         self.set_entries.clear()
+        if self.host is not None:
+            # what this mount wrote in its upper layer, which lies in the
+            # host's, the host's layer set now learns (the view sees it there)
+            host, rel = self.host
+            host._rescan(rel)
         self.listings.close()
 
     # --- paths ---
