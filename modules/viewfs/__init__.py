@@ -269,6 +269,28 @@ class Viewfs(Module):
             raise (ValueError(f"module viewfs: unknown mode {mode!r}") if at_start
                    else OSError(errno.EINVAL, f"unknown viewfs mode {mode!r}"))
         given, source = source, self.real_path(source)
+        # before the layer is made: a refused mount leaves nothing behind
+        under = self._layered_over(target) if mode in LAYERED else None
+        if under is not None and not fresh:
+            msg = (f"a {mode} mount over {os.fsdecode(target)}, which the layered mount of "
+                   f"{os.fsdecode(under.target)} shows, is not supported (its lower layer would not be "
+                   "what that mount shows): unmount that one first, mount elsewhere, or add the option "
+                   "fresh (start from what lay under that mount, hiding its changes)")
+            if at_start:
+                raise ValueError("module viewfs: " + msg)
+            log.warning("viewfs: %s: mount refused with EBUSY", msg)
+            raise OSError(errno.EBUSY, msg)
+        if under is not None and under.relative(source) is not None:
+            # a fresh mount writes its layer for real: it must lie where the
+            # older mount writes for real too (its own layer, its except=
+            # paths such as a sandbox's /tmp), never in the tree it protects
+            msg = (f"the layer {os.fsdecode(given)} of a fresh {mode} mount lies in what the layered mount "
+                   f"of {os.fsdecode(under.target)} keeps copy-on-write: make it in a directory that mount "
+                   "writes for real (its layer, an except= path such as a sandbox's /tmp)")
+            if at_start:
+                raise ValueError("module viewfs: " + msg)
+            log.warning("viewfs: %s: mount refused with EPERM", msg)
+            raise OSError(errno.EPERM, msg)
         if mode in LAYERED and not os.path.lexists(source):
             try:
                 os.makedirs(source, 0o700)
@@ -282,16 +304,6 @@ class Viewfs(Module):
             if at_start:
                 raise ValueError(f"module viewfs: source {os.fsdecode(given)}: {os.strerror(err)}")
             raise OSError(err, "source")
-        under = self._layered_over(target) if mode in LAYERED else None
-        if under is not None and not fresh:
-            msg = (f"a {mode} mount over {os.fsdecode(target)}, which the layered mount of "
-                   f"{os.fsdecode(under.target)} shows, is not supported (its lower layer would not be "
-                   "what that mount shows): unmount that one first, mount elsewhere, or add the option "
-                   "fresh (start from what lay under that mount, hiding its changes)")
-            if at_start:
-                raise ValueError("module viewfs: " + msg)
-            log.warning("viewfs: %s: mount refused with EBUSY", msg)
-            raise OSError(errno.EBUSY, msg)
         name = f"viewfs {target.decode(errors='replace')}"
         if mode == "move":
             m = ViewfsMount(source, target, mode, exceptions)
