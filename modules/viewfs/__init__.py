@@ -280,6 +280,14 @@ class Viewfs(Module):
                 raise ValueError("module viewfs: " + msg)
             log.warning("viewfs: %s: mount refused with EBUSY", msg)
             raise OSError(errno.EBUSY, msg)
+        if under is not None and mode != "cow":
+            # merge and mincow write lower files in place: beside the older
+            # mount, that would be the tree it protects
+            msg = f"fresh goes with cow (a {mode} mount beside the layered mount of {os.fsdecode(under.target)})"
+            if at_start:
+                raise ValueError("module viewfs: " + msg)
+            log.warning("viewfs: %s: mount refused with EINVAL", msg)
+            raise OSError(errno.EINVAL, msg)
         if under is not None and under.relative(source) is not None:
             # a fresh mount writes its layer for real: it must lie where the
             # older mount writes for real too (its own layer, its except=

@@ -163,18 +163,20 @@ def test_a_fresh_layered_mount_starts_from_what_lay_under_the_older_one_and_leav
 @pytest.mark.parametrize("user", ["root", "nobody"])
 def test_a_fresh_layer_in_the_tree_a_sandbox_protects_is_refused_and_nothing_is_made(user):
     # a fresh mount writes its layer for real: a layer in /var/tmp (copy-on-
-    # write in a sandbox) would be a way out; in the sandbox's /tmp it works
+    # write in a sandbox) would be a way out, so would mincow (lower files
+    # written in place); a fresh cow layer in the sandbox's /tmp works
     need_user(user)
     name = f"umview-fresh-escape-{os.getpid()}-{user}"
     add = " ".join(shlex.quote(a) for a in entry_for(user, "umview.commands:um_add_service_main"))
     dele = " ".join(shlex.quote(a) for a in entry_for(user, "umview.commands:um_del_service_main"))
     script = (f"{add} viewfs,mount=/var/tmp/{name}:/:cow,fresh; echo refused=$?; test ! -e /var/tmp/{name} &&"
-              f" mkdir /tmp/{name} && {add} viewfs,mount=/tmp/{name}:/:cow,fresh && echo x > /etc/{name} &&"
+              f" mkdir /tmp/{name} && {{ {add} viewfs,mount=/tmp/{name}:/:mincow,fresh; echo mincow=$?; }} &&"
+              f" {add} viewfs,mount=/tmp/{name}:/:cow,fresh && echo x > /etc/{name} &&"
               f" ls /tmp/{name}/etc && {dele} viewfs && test ! -e /etc/{name} && echo removed")
     try:
         r = run(umview_for(user, "--sandbox", "--", "sh", "-c", script))
-        assert r.stdout == f"refused=1\n{name}\nremoved\n".encode(), r.stderr
-        assert b"keeps copy-on-write" in r.stderr
+        assert r.stdout == f"refused=1\nmincow=1\n{name}\nremoved\n".encode(), r.stderr
+        assert b"keeps copy-on-write" in r.stderr and b"fresh goes with cow" in r.stderr
         assert not os.path.exists(f"/var/tmp/{name}") and not os.path.exists(f"/etc/{name}")
     finally:
         shutil.rmtree(f"/var/tmp/{name}", ignore_errors=True)
