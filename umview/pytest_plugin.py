@@ -75,9 +75,6 @@ def pytest_load_initial_conftests(early_config, parser, args):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", MARKER)
-    preset = config.getoption("umview_sandbox", None)
-    if preset is not None and preset not in PRESETS:
-        raise pytest.UsageError(f"--umview-sandbox={preset}: unknown preset (known: {', '.join(PRESETS)})")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -85,12 +82,12 @@ def pytest_cmdline_main(config):
     preset = config.getoption("umview_sandbox", None)
     if preset is None or config.option.help or config.option.version:
         return None
+    if preset not in PRESETS:
+        raise pytest.UsageError(f"--umview-sandbox={preset}: unknown preset (known: {', '.join(PRESETS)})")
     from umview import control  # lazy: only a session that asks pays
 
     if control.in_view():
         return None  # run here: the sandbox (or the view the user made) is this one
-    if preset not in PRESETS:
-        raise pytest.UsageError(f"--umview-sandbox={preset}: unknown preset (known: {', '.join(PRESETS)})")
     capman = config.pluginmanager.getplugin("capturemanager")
     if capman is not None:
         capman.suspend_global_capture(in_=True)  # the view's pytest writes to the terminal itself

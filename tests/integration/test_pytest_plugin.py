@@ -254,3 +254,9 @@ def test_the_plugin_is_inert_unless_asked(sample):
                        env=env_for("root", sample, SAMPLE_ETC=sample["victim"]["etc"]))
     out = r.stdout.decode(errors="replace")
     assert "1 passed" in out and "UMVIEW-MODULES ['umview']" in out, out
+
+
+def test_an_unknown_preset_says_the_known_ones(sample):
+    need_user("root")
+    r = pytest_in("root", sample, "--umview-sandbox=bogus")
+    assert r.returncode == 4 and b"--umview-sandbox=bogus: unknown preset (known: default, net)" in r.stderr, r.stderr
