@@ -77,6 +77,14 @@ def pytest_configure(config):
     config.addinivalue_line("markers", MARKER)
 
 
+def pytest_unconfigure(config):
+    # an interrupted test's layer (its services go with this process's view)
+    if _VIEW.layer is not None:
+        import shutil
+
+        shutil.rmtree(_VIEW.layer[0], ignore_errors=True)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
     preset = config.getoption("umview_sandbox", None)
