@@ -8,8 +8,8 @@ nothing else (it imports no more than pytest has already imported).
     The session runs in ``umview --sandbox[=PRESET]``: outside a view, the
     plugin runs the same command (the interpreter with the arguments this
     process was started with, ``sys.orig_argv``; ``python -m pytest ARGS``
-    when pytest was started from another program) under umview, in this
-    process, and returns its status. Inside a view it does nothing more (the
+    when pytest was started from another program) under umview, in a fork of
+    this process (the same interpreter and sys.path), and returns its status. Inside a view it does nothing more (the
     control channel says where it runs). At the end a line says what the
     sandbox did: ``umview: sandbox of /, no network: N changes outside the
     sandbox's /tmp, thrown away``. A bare ``--umview-sandbox`` before a test
@@ -176,7 +176,7 @@ class Sandboxed:
 
 # --- per-test layers ---
 
-class TestView:
+class OwnView:
     """This process's own view (nested in the session's) and the services
     of the running test."""
 
@@ -203,8 +203,8 @@ class TestView:
             kept = [k for k in keep if k == cow or k.startswith(cow.rstrip("/") + "/")]
             if kept:
                 spec += ",except=" + ":".join(kept)
+            self.layer, self.spec = (layer, cow), spec  # (removed by leave, also if the add fails)
             self._add(spec, "viewfs")
-            self.layer, self.spec = (layer, cow), spec
         if not net:
             self._add("vnet,null", "vnet")
 
@@ -259,7 +259,7 @@ class TestView:
         return found
 
 
-_VIEW = TestView()
+_VIEW = OwnView()
 _STATE = {"in_view": None}
 _KEY = pytest.StashKey()
 
