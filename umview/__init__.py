@@ -4,14 +4,17 @@ The public engine API (see docs/engines.md):
 
     from umview import Engine, Monitor, CONTINUE, CONTINUE_AFTER, Skip
 """
-from umview.engine import CONTINUE, CONTINUE_AFTER, Call, Engine, Skip
-
 __all__ = ["CONTINUE", "CONTINUE_AFTER", "Call", "Engine", "Monitor", "Skip", "PATH_SYSCALLS"]
 
 
 def __getattr__(name):
-    # the monitor loads the C core, the syscall table costs milliseconds:
-    # import them only when asked for
+    # the engine API and the monitor load the C core, the syscall table costs
+    # milliseconds: import them only when asked for (the console scripts and
+    # the pytest plugin, which import this package, need none of them)
+    if name in ("CONTINUE", "CONTINUE_AFTER", "Call", "Engine", "Skip"):
+        from umview import engine
+
+        return getattr(engine, name)
     if name == "Monitor":
         from umview.monitor import Monitor
 

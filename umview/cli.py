@@ -20,6 +20,9 @@ examples:
   umview -p vnet,private CMD  its own loopback only, any user; vnet,netns=NAME[,create]
   umview --sandbox -- make install    change anything, the real files stay; no network
   umview --sandbox net --keep-layer L -- pip install .   keep the changes in L
+  umview --sandbox --report - -- make install   then print what it changed (JSON, and a
+                              summary on stderr); umview-layer diff/apply L shows or applies a kept layer
+  umview --sandbox=ro -- CMD  writes anywhere but /tmp fail with EROFS; no network
 
 Inside a view: um_add_service, um_del_service, um_ls_service, um_attach,
 um_fsalias, viewname, vuname (docs/services.md).
@@ -35,7 +38,7 @@ signal, umview dies of the same signal (a shell then reports 128+N).
 """
 
 
-SANDBOX_PRESETS = ("default", "net")
+SANDBOX_PRESETS = ("default", "net", "ro")
 
 
 def build_parser():
@@ -57,11 +60,15 @@ def build_parser():
                    "processes (every path call then stops; see docs/services.md)")
     p.add_argument("--sandbox", nargs="?", const="default", choices=SANDBOX_PRESETS, metavar="PRESET",
                    help="run COMMAND in a sandbox: a copy-on-write view of / in a fresh layer (thrown away "
-                   "at the end), a private /tmp, no network; PRESET net keeps the host's network. "
-                   "-p modules are added on top")
+                   "at the end), a private /tmp, no network; PRESET net keeps the host's network, ro "
+                   "makes writes outside /tmp fail with EROFS instead (no layer). -p modules are added on top")
     p.add_argument("--keep-layer", metavar="DIR",
                    help="with --sandbox: the layer is DIR (made if missing) and is kept; a later "
                    "--sandbox --keep-layer DIR sees what this one changed")
+    p.add_argument("--report", metavar="FILE",
+                   help="with --sandbox: when COMMAND ends, write what it changed in the layer (created, "
+                   "modified, deleted, renamed) as JSON to FILE ('-': stdout) and a summary on stderr; "
+                   "with --keep-layer, what the whole layer changes")
     p.add_argument("-V", "--viewname", default="", metavar="NAME",
                    help="the view's name (viewname and vuname -N show it)")
     p.add_argument("-f", "--rcfile", metavar="FILE",
@@ -317,8 +324,15 @@ class Sandbox:
         """The -p specs of the sandbox, oldest first: the cow view of /, then
         /tmp over it (the layer and the private /tmp, both in $TMPDIR or
         elsewhere, are out of the view's reach when they lie in /tmp)."""
+        # the private /tmp is a real directory: its files do not land in the
+        # layer (nor fail under ro)
+        own = {"except": self.tmp} if ":" not in self.tmp and "," not in self.tmp else {}
         # the guard first: the oldest engine, it refuses what no module served
-        specs = [("guard", {"daemons": "end"}), ("viewfs", {"mount": f"{self.layer}:/:cow"})]
+        guard = ("guard", {"daemons": "end"})
+        if self.preset == "ro":
+            specs = [guard, ("viewfs", {"mount": "/:/:ro", **own})]
+        else:
+            specs = [guard, ("viewfs", {"mount": f"{self.layer}:/:cow", **own})]
         tmp = {"mount": f"{self.tmp}:/tmp"}
         try:
             cwd = os.path.realpath(os.getcwd())
@@ -342,25 +356,30 @@ class Sandbox:
         janitor.forget(self.dir)
 
 
-def _sandbox_argv(argv):
-    """A bare --sandbox followed by the command (not a preset) means the
-    default preset: umview --sandbox make."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+def bare_preset(argv, option, presets):
+    """argv with a bare option that takes an optional preset, followed by
+    an argument that is not one (the command, a path), given its default
+    preset instead: umview --sandbox make, pytest --umview-sandbox tests/."""
+    argv = list(argv)
     for i, a in enumerate(argv):
         if a == "--":
             break
-        if a == "--sandbox" and i + 1 < len(argv) and argv[i + 1] not in SANDBOX_PRESETS \
+        if a == option and i + 1 < len(argv) and argv[i + 1] not in presets \
                 and not argv[i + 1].startswith("-"):
-            argv[i] = "--sandbox=default"
+            argv[i] = f"{option}=default"
             break
     return argv
 
 
 def main(argv=None):
     parser = build_parser()
-    args = parser.parse_args(_sandbox_argv(argv))
+    args = parser.parse_args(bare_preset(sys.argv[1:] if argv is None else argv, "--sandbox", SANDBOX_PRESETS))
     if args.keep_layer and not args.sandbox:
         parser.error("--keep-layer goes with --sandbox")
+    if args.report and not args.sandbox:
+        parser.error("--report goes with --sandbox (for a layer of your own: umview-layer diff LAYER)")
+    if args.sandbox == "ro" and (args.keep_layer or args.report):
+        parser.error("--sandbox=ro has no layer: --keep-layer and --report go with the other presets")
     if args.engine or args.module or args.verbose or args.services or args.sandbox:
         import logging  # lazy: 13 ms of start-up, for views that log (modules, engines)
 
@@ -394,8 +413,18 @@ def main(argv=None):
         except OSError as exc:
             print(f"umview: --sandbox: {exc.filename}: {exc.strerror}", file=sys.stderr)
             return 2
+    report = None
+    if args.report:
+        try:
+            report = sys.stdout if args.report == "-" else open(args.report, "w")  # now: a bad path fails early
+        except OSError as exc:
+            print(f"umview: --report {args.report}: {exc.strerror}", file=sys.stderr)
+            sandbox.close()
+            return 2
     try:
         result = run_view(args, command, sandbox)
+        if report is not None and result[0] == "status":
+            write_report(report, sandbox.layer)
     finally:
         if sandbox is not None:
             sandbox.close()  # after the modules closed theirs (the listing directories)
@@ -404,6 +433,30 @@ def main(argv=None):
     from umview.monitor import die_like
 
     die_like(result[1])
+
+
+def write_report(out, layer):
+    """--report: what the layer changes in the real tree, as JSON to out
+    (closed unless stdout) and a summary on stderr."""
+    import json
+
+    from umview import layerdiff
+
+    try:
+        changes = layerdiff.changes(layer, "/", "/")
+    except OSError as exc:
+        print(f"umview: --report: cannot read the layer {layer}: {exc.strerror}", file=sys.stderr)
+        return
+    try:
+        json.dump(changes, out, indent=1)
+        out.write("\n")
+        out.flush()
+    except OSError as exc:
+        print(f"umview: --report: {exc.strerror}", file=sys.stderr)
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    print("umview: sandbox changes: " + layerdiff.summary(changes), file=sys.stderr)
 
 
 def run_view(args, command, sandbox):

@@ -101,11 +101,28 @@ class RedirectMount(Engine):
         # AF_UNIX socket paths: the address is a struct, not a path argument;
         # the C core hands over the bind/connect calls whose address is one
         self.unix_addr_syscalls = frozenset({"bind", "connect"})
+        #: older mounts this one stands in for under its target (a viewfs
+        #: ``fresh`` layered mount beside the layered mount it was made over):
+        #: a path it resolved is not theirs to resolve again
+        self.replaces = frozenset()
 
     def wants(self, call):
         if call.name in self.unix_addr_syscalls:
             return self._socket_path(call) is not None
         return super().wants(call)
+
+    def resolved(self, call, key):
+        """This mount resolves the call's path argument key (an argument
+        index, or "addr", "fd"): a mount it replaces must not again."""
+        st = call.state(RedirectMount)
+        if getattr(st, "resolved", None) is None:
+            st.resolved = {}
+        st.resolved[key] = self
+
+    def replaced(self, call, key):
+        """Has a newer mount that replaces this one resolved key already?"""
+        by = (getattr(call.state(RedirectMount), "resolved", None) or {}).get(key)
+        return by is not None and self in by.replaces
 
     def relative(self, path):
         """The part of an absolute path below the mount point, or None (not
@@ -149,15 +166,19 @@ class RedirectMount(Engine):
 
     def enter(self, call):
         if call.name in self.unix_addr_syscalls:
+            if self.replaced(call, "addr"):
+                return CONTINUE
+            self.resolved(call, "addr")
             return self._redirect_socket(call)
         rewrites = []
         for slot, path in enumerate(call.paths()):
             if path is None:
                 continue
-            rel = self.relative(path)
+            index = call.path_indices[slot]
+            rel = self.relative(path) if not self.replaced(call, index) else None
             if rel is None:
                 continue
-            index = call.path_indices[slot]
+            self.resolved(call, index)
             raw = call.read_string(index)
             if raw == b"":
                 continue  # AT_EMPTY_PATH: the call acts on its dirfd
@@ -226,12 +247,16 @@ def _realize(mounts, path, call):
     None). With a call, a mount that has view_node(call, rel) (a layered
     one) answers from what it remembers of the call's paths."""
     node = None
+    replaced = frozenset()
     for m in reversed(mounts):
+        if m in replaced:
+            continue
         rel = m.relative(path)
         if rel is not None:
             view_node = getattr(m, "view_node", None) if call is not None else None
             node = view_node(call, rel) if view_node is not None else None
             path = node.real if node is not None else m.real_path(rel)
+            replaced |= m.replaces
     return path, node
 
 

@@ -14,8 +14,14 @@ nothing of what was there), ``merge`` (SOURCE over TARGET), ``cow`` (TARGET
 appears writable; changes go to SOURCE, the real TARGET is never written) and
 ``mincow`` (as cow, but what the user may write is changed in place); see
 layers.py beside this file. SOURCE of a layered mode is made if it does not exist.
+``ro`` (or mount(2) with MS_RDONLY) shows SOURCE as move does, read-only: every
+call that would change a file there fails with EROFS (``umview --sandbox=ro``
+is a ro mount of / over /).
 ``-o except=P1:P2`` keeps those subpaths of TARGET real (absolute, or
-relative to TARGET).
+relative to TARGET). A layered mount over what an older layered mount shows is
+refused (EBUSY), unless ``-o fresh``: it then starts from what lay under that
+mount (its lower layer) and hides that mount's changes while it is mounted (a
+fresh layer per test in a sandbox; docs/modules.md).
 
 Each mount is a RedirectMount engine registered when mount(2) succeeds, with
 its own epoch: a later mount over /a hides an earlier one on /a/b. SOURCE is
@@ -25,16 +31,22 @@ TARGET must exist, as for mount(2), unless it lies under another mount.
 import errno
 import logging
 import os
+import stat
+import struct
 
+from umview import core
 from umview.engine import CONTINUE, Engine, Skip
 from umview.service import Module, RedirectMount
 from umview.syscalls import PATH_SYSCALLS
 
-from .layers import LISTING_CALLS, LayeredMount
+from .layers import (ACCESS, CREATE, FD_CHANGES, LISTING_CALLS, O_CREAT, O_EXCL, O_RDWR, O_TRUNC,
+                     O_WRITES, O_WRONLY, OPENS, PSEUDO, W_OK, LayeredMount)
 
 log = logging.getLogger("umview")
 
-MODES = ("move", "merge", "cow", "mincow")
+MODES = ("move", "merge", "cow", "mincow", "ro")
+LAYERED = ("merge", "cow", "mincow")
+MS_RDONLY = 1
 
 
 class ViewfsMount(RedirectMount):
@@ -59,6 +71,96 @@ class ViewfsMount(RedirectMount):
         if not rel:
             return self.source
         return (self.source if self.source != b"/" else b"") + b"/" + rel
+
+
+def writes(call):
+    """Would call change the file system? The syscall table's rule for it
+    (Spec.writes, as the C core applies it under a layered prefix)."""
+    rule = call.spec.writes if call.spec is not None else None
+    if rule is None:
+        return False
+    kind = rule[0]
+    if kind == "always":
+        return True
+    if kind == "open_how":
+        return bool(struct.unpack("Q", call.read_mem(call.args[rule[1]], 8))[0] & O_WRITES)
+    if kind == "access":
+        return bool(call.args[rule[1]] & W_OK)
+    return bool(call.args[rule[1]] & O_WRITES)  # oflags
+
+
+class ReadOnlyMount(ViewfsMount):
+    """Mode ro: SOURCE at TARGET as move shows it, and every call that would
+    change a file there fails with EROFS, as on a file system mounted
+    read-only. The calls that change are the syscall table's (writes()),
+    plus those that change an open file by its fd alone (fchmod, fchown,
+    fsetxattr...). Where SOURCE is TARGET (a read-only view of the tree
+    itself) the mount is a layered prefix with nothing in its layer set: the
+    C core hands Python only the calls that write, the others run natively.
+    /proc, /sys and /dev stay writable, as in a cow view."""
+
+    def __init__(self, source, target, exceptions=()):
+        super().__init__(source, target, "ro", exceptions)
+        self.name += " (ro)"
+        self.exceptions += tuple(p for p in PSEUDO if self.relative(p) is not None)
+        self.syscalls = self.syscalls | frozenset(FD_CHANGES)
+        if self.source == self.target:
+            self.prefixes = ()
+            self.layered_prefixes = (self.target,)
+            self.real_prefixes = self.exceptions
+
+    def _fd_file(self, call):
+        path = core.proc_link(call.tid, core.signed32(call.args[0]))
+        return path is not None and path.startswith(b"/") and self.relative(path) is not None
+
+    def wants(self, call):
+        if call.name in FD_CHANGES:
+            return self._fd_file(call)
+        return super().wants(call)
+
+    def enter(self, call):
+        if call.name in FD_CHANGES:
+            return Skip.errno(errno.EROFS)
+        if call.name in self.unix_addr_syscalls:
+            if call.name == "bind":
+                return Skip.errno(errno.EROFS)  # a socket file would be made
+            return super().enter(call)
+        if writes(call):
+            paths = [p for p in LayeredMount._paths(call) if p is not None and self.relative(p) is not None]
+            if paths:
+                err = self._error(call, self._real(self.relative(paths[0])))
+                if err:
+                    return Skip.errno(err)
+        return CONTINUE if self.source == self.target else super().enter(call)
+
+    @staticmethod
+    def _error(call, real):
+        """The errno of a call that would write real (the first path under
+        the mount): the kernel's for a name that is missing or already there,
+        else EROFS; 0 for what a read-only file system allows (writing to a
+        device, a fifo or a socket; O_CREAT of an existing file, not for
+        writing)."""
+        try:
+            st = os.stat(real) if call.name in OPENS or call.name in ACCESS else os.lstat(real)
+        except OSError:
+            st = None
+        special = st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)
+                                          or stat.S_ISLNK(st.st_mode))
+        if call.name in OPENS:
+            flags = O_CREAT | O_WRONLY | O_TRUNC if call.name == "creat" else (
+                struct.unpack("Q", call.read_mem(call.raw("how"), 8))[0] if call.name == "openat2" else call.flags)
+            if st is None:
+                return errno.EROFS if flags & O_CREAT else errno.ENOENT
+            if flags & O_CREAT and flags & O_EXCL:
+                return errno.EEXIST
+            if special or not flags & (O_WRONLY | O_RDWR | O_TRUNC):
+                return 0
+            return errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EROFS
+        if call.name in ACCESS:
+            return errno.ENOENT if st is None else 0 if special else errno.EROFS
+        if call.name in CREATE:
+            return errno.EEXIST if st is not None else errno.EROFS
+        return errno.EROFS
 
 
 class MountControl(Engine):
@@ -90,6 +192,8 @@ class MountControl(Engine):
             source = call.source
             target = call.paths()[0]
             data = call.read_string(call.index_of("data")).decode(errors="replace") if call.raw("data") else ""
+            if call.raw("flags") & MS_RDONLY:
+                data += ",ro"
             self.module.mount(call.tid, source, target, data)
             return Skip(0)
         target = call.paths()[0]
@@ -100,13 +204,17 @@ class MountControl(Engine):
 
 class Viewfs(Module):
     name = "viewfs"
-    description = "mount a real directory over a path (modes move, merge, cow, mincow)"
+    description = "mount a real directory over a path (modes move, merge, cow, mincow, ro)"
     options_help = ("mount=SOURCE:TARGET[:MODE] (mount at start; repeat with ;); "
-                    "except=P1:P2 (absolute subpaths those mounts leave to the older mounts and the real tree)")
+                    "except=P1:P2 (absolute subpaths those mounts leave to the older mounts and the real tree); "
+                    "fresh (a layered mount over an older layered one starts from what lay under it)")
 
     def __init__(self, options):
         super().__init__(options)
-        self.check_options({"mount", "except"})
+        self.check_options({"mount", "except", "fresh"})
+        if self.options.get("fresh") not in (None, True):
+            raise ValueError("module viewfs: fresh takes no value")
+        self.initial_fresh = "fresh" in self.options
         spec_except = self.options.get("except")
         if spec_except is True or (spec_except and not all(p.startswith("/") for p in spec_except.split(":"))):
             raise ValueError("module viewfs: except=P1:P2 wants absolute paths")
@@ -134,7 +242,8 @@ class Viewfs(Module):
         try:
             self.initial = [self._make(source, target, mode, at_start=True,
                                        exceptions=[e for e in self.initial_except
-                                                   if e == target or e.startswith(target.rstrip(b"/") + b"/")])
+                                                   if e == target or e.startswith(target.rstrip(b"/") + b"/")],
+                                       fresh=self.initial_fresh)
                             for source, target, mode in self.initial]
         except ValueError:
             self.close()  # the mounts made before the one refused: their listing directories go
@@ -147,19 +256,50 @@ class Viewfs(Module):
                 m.attach()
 
     def busy(self):
-        return bool(self.mounts)
+        # the mounts of its options go with the service (um_del_service)
+        return any(m not in self.initial for m in self.mounts)
 
     def close(self):
         for m in self.mounts:
             if hasattr(m, "detach"):
                 m.detach()
 
-    def _make(self, source, target, mode, at_start=False, exceptions=()):
+    def _make(self, source, target, mode, at_start=False, exceptions=(), fresh=False):
         if mode not in MODES:
             raise (ValueError(f"module viewfs: unknown mode {mode!r}") if at_start
                    else OSError(errno.EINVAL, f"unknown viewfs mode {mode!r}"))
         given, source = source, self.real_path(source)
-        if mode != "move" and not os.path.lexists(source):
+        # before the layer is made: a refused mount leaves nothing behind
+        under = self._layered_over(target) if mode in LAYERED else None
+        if under is not None and not fresh:
+            msg = (f"a {mode} mount over {os.fsdecode(target)}, which the layered mount of "
+                   f"{os.fsdecode(under.target)} shows, is not supported (its lower layer would not be "
+                   "what that mount shows): unmount that one first, mount elsewhere, or add the option "
+                   "fresh (start from what lay under that mount, hiding its changes)")
+            if at_start:
+                raise ValueError("module viewfs: " + msg)
+            log.warning("viewfs: %s: mount refused with EBUSY", msg)
+            raise OSError(errno.EBUSY, msg)
+        if under is not None and mode != "cow":
+            # merge and mincow write lower files in place: beside the older
+            # mount, that would be the tree it protects
+            msg = f"fresh goes with cow (a {mode} mount beside the layered mount of {os.fsdecode(under.target)})"
+            if at_start:
+                raise ValueError("module viewfs: " + msg)
+            log.warning("viewfs: %s: mount refused with EINVAL", msg)
+            raise OSError(errno.EINVAL, msg)
+        if under is not None and under.relative(source) is not None:
+            # a fresh mount writes its layer for real: it must lie where the
+            # older mount writes for real too (its own layer, its except=
+            # paths such as a sandbox's /tmp), never in the tree it protects
+            msg = (f"the layer {os.fsdecode(given)} of a fresh {mode} mount lies in what the layered mount "
+                   f"of {os.fsdecode(under.target)} keeps copy-on-write: make it in a directory that mount "
+                   "writes for real (its layer, an except= path such as a sandbox's /tmp)")
+            if at_start:
+                raise ValueError("module viewfs: " + msg)
+            log.warning("viewfs: %s: mount refused with EPERM", msg)
+            raise OSError(errno.EPERM, msg)
+        if mode in LAYERED and not os.path.lexists(source):
             try:
                 os.makedirs(source, 0o700)
                 os.chmod(source, 0o700 | os.stat(self.real_path(target)).st_mode & 0o7777)
@@ -172,34 +312,53 @@ class Viewfs(Module):
             if at_start:
                 raise ValueError(f"module viewfs: source {os.fsdecode(given)}: {os.strerror(err)}")
             raise OSError(err, "source")
-        if mode != "move":
-            under = self._layered_over(target)
-            if under is not None:
-                msg = (f"a {mode} mount over {os.fsdecode(target)}, which the layered mount of "
-                       f"{os.fsdecode(under.target)} shows, is not supported (its lower layer would not be "
-                       "what that mount shows): unmount that one first, or mount elsewhere")
-                if at_start:
-                    raise ValueError("module viewfs: " + msg)
-                log.warning("viewfs: %s: mount refused with EBUSY", msg)
-                raise OSError(errno.EBUSY, msg)
         name = f"viewfs {target.decode(errors='replace')}"
         if mode == "move":
             m = ViewfsMount(source, target, mode, exceptions)
-        else:
+        elif mode == "ro":
+            m = ReadOnlyMount(source, target, exceptions)
+        elif under is None:
             m = LayeredMount(source, target, self.real_path(target), mode, name + f" ({mode})", exceptions)
+        else:
+            lower, kept, older = self._beside(under, target)
+            m = LayeredMount(source, target, lower, mode, name + f" ({mode}, fresh)", (*exceptions, *kept))
+            m.replaces = frozenset(older)
+            m.host = next(((e, source[len(e.layers.upper) + 1:]) for e in reversed(self._stack())
+                           if isinstance(e, LayeredMount) and source.startswith(e.layers.upper + b"/")), None)
         self.mounts.append(m)
         return m
 
+    def _stack(self):
+        """The engines a mount made now would stand on, oldest first: those
+        of the running view, else the ones loaded before and this module's
+        mounts so far."""
+        return list(self.view.engines if self.view is not None else (*self.older, *self.mounts))
+
     def _layered_over(self, target):
-        """The layered mount (merge, cow, mincow) of the view that target lies
-        at or under, or None. The engines a mount made now would stand on:
-        those of the running view, else the ones loaded before and this
-        module's mounts so far."""
-        engines = self.view.engines if self.view is not None else (*self.older, *self.mounts)
-        for e in engines:
+        """The newest layered mount (merge, cow, mincow) of the view that
+        target lies at or under, or None."""
+        for e in reversed(self._stack()):
             if isinstance(e, LayeredMount) and e.relative(target) is not None:
                 return e
         return None
+
+    def _beside(self, under, target):
+        """A fresh layered mount on target beside the layered mount under:
+        (its lower layer, the subpaths it leaves to the older engines, the
+        mounts it replaces). The lower layer is what lay under that mount at
+        target (the real tree for a cow view of /); the paths that mount
+        left to others (its exceptions) and the mounts made over it since
+        under target (a sandbox's private /tmp) stay as they are. Its paths
+        are real (its layers were realized when made): no older mount
+        resolves again a path it resolved."""
+        lower = under.layers.low(under.relative(target))
+        stack = self._stack()
+        newer = stack[stack.index(under) + 1:] if under in stack else []
+        below = target.rstrip(b"/") + b"/"
+        kept = [e for e in under.exceptions if e.startswith(below)]
+        kept += [e.target for e in newer if isinstance(e, RedirectMount)
+                 and e.target != target and e.target.startswith(below)]
+        return lower, tuple(dict.fromkeys(kept)), [e for e in stack if isinstance(e, RedirectMount)]
 
     def mount(self, tid, source, target, data):
         """mount(2) of type viewfs, from a process of the view."""
@@ -207,6 +366,7 @@ class Viewfs(Module):
             raise OSError(errno.ENOENT, "target")
         opts = [o for o in data.split(",") if o]
         modes = [o for o in opts if o in MODES]
+        fresh = "fresh" in opts
         exceptions = []
         for o in opts:
             if o.startswith("except="):
@@ -220,7 +380,7 @@ class Viewfs(Module):
                                     os.fsdecode(e), os.fsdecode(target))
                         raise OSError(errno.EINVAL, "except")
                     exceptions.append(full)
-        unknown = [o for o in opts if o not in MODES and o not in ("rw", "defaults")
+        unknown = [o for o in opts if o not in MODES and o not in ("rw", "defaults", "fresh")
                    and not o.startswith("except=")]
         if unknown:
             log.warning("viewfs: unknown mount option(s) %s: mount refused with EINVAL", ",".join(unknown))
@@ -231,7 +391,7 @@ class Viewfs(Module):
         if not os.path.isdir(self.real_path(target)):
             # as mount(2): the mount point must be an existing directory
             raise OSError(errno.ENOTDIR if os.path.exists(self.real_path(target)) else errno.ENOENT, "target")
-        m = self._make(source, target, modes[-1] if modes else "move", exceptions=exceptions)
+        m = self._make(source, target, modes[-1] if modes else "move", exceptions=exceptions, fresh=fresh)
         self.view.add_engine(m)
         if hasattr(m, "attach"):
             m.attach()

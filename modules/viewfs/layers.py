@@ -40,8 +40,9 @@ import stat
 import struct
 import tempfile
 
-from umview import core, janitor
+from umview import core, janitor, layerdiff
 from umview.engine import CONTINUE, CONTINUE_AFTER, Skip
+from umview.layerdiff import ORIGIN_XATTR as ORIGIN  # on an upper copy: the lower name it was renamed from
 from umview.pathwalk import lstat_plain
 from umview.service import SUN_PATH_MAX, RedirectMount
 from umview.syscalls import follows_last
@@ -64,6 +65,34 @@ RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
 LAYER_DIR, LAYER_HIDE = 1, 2
 
 _DTYPES = {stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink", stat.S_IFIFO: "fifo"}
+
+
+class LayerSet:
+    """The C core's layer set, shared by every layered mount: two of them
+    may name the same path (a ``fresh`` mount beside the one it replaces,
+    or mounts of two views). Each mount's kind is kept; the C core gets the
+    strongest (LAYER_HIDE sends more to Python than LAYER_DIR), and a path
+    leaves it with the last mount that names it."""
+
+    def __init__(self):
+        self.kinds = {}  # path -> {mount: kind}
+
+    def add(self, mount, path, kind):
+        owners = self.kinds.setdefault(path, {})
+        owners[mount] = kind
+        core.layer_add(path, max(owners.values()))
+
+    def drop(self, mount, path):
+        owners = self.kinds.get(path, {})
+        owners.pop(mount, None)
+        if owners:
+            core.layer_add(path, max(owners.values()))
+        else:
+            self.kinds.pop(path, None)
+            core.layer_del(path)
+
+
+LAYER_SET = LayerSet()
 
 
 def _lstat(path):
@@ -423,6 +452,27 @@ class Layers:
         os.chmod(path, stat.S_IMODE(st.st_mode) | extra, dir_fd=dir_fd)
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns), dir_fd=dir_fd)
 
+    def mark_origin(self, rel):
+        """Record on the upper copy of the lower file rel, about to be
+        renamed, the name it stands for (aufs keeps no record of renames;
+        umview.layerdiff reads it). A file renamed again keeps its first
+        origin. Regular files only, where the layer has user xattrs: elsewhere
+        a rename reads as a deletion and a creation."""
+        up = self.up(rel)
+        try:
+            st = os.lstat(up)
+            if not stat.S_ISREG(st.st_mode) or ORIGIN in os.listxattr(up, follow_symlinks=False):
+                return
+            if not self.root and not st.st_mode & stat.S_IWUSR:
+                os.chmod(up, st.st_mode | stat.S_IWUSR)  # a user xattr needs write access
+            try:
+                os.setxattr(up, ORIGIN, rel, follow_symlinks=False)
+            finally:
+                if not self.root and not st.st_mode & stat.S_IWUSR:
+                    os.chmod(up, stat.S_IMODE(st.st_mode))
+        except OSError:
+            pass
+
     def whiteout(self, rel):
         parent, name = _parent(rel)
         up_parent = self.ensure_dir(parent)
@@ -688,6 +738,9 @@ class LayeredMount(RedirectMount):
             self.exceptions += (self.layers.upper,)
         self.mode = mode
         self.set_entries = set()
+        #: (the layered mount whose upper layer holds this one's, the path
+        #: there), for a fresh mount whose layer was made in the view
+        self.host = None
         # the C core can let a call through only where the lower layer is the
         # real tree at the same path; otherwise every call under it is ours.
         # /proc/self/fd/N names an open file: one of a listing directory or of
@@ -725,14 +778,14 @@ class LayeredMount(RedirectMount):
         for r, kind in self.layers.kinds(rel) if rel else [(b"", LAYER_HIDE if self.layers.opaque(b"") else LAYER_DIR)]:
             v = self._vpath(r)
             if kind:
-                core.layer_add(v, kind)
+                LAYER_SET.add(self, v, kind)
                 self.set_entries.add(v)
             elif v in self.set_entries:
                 self._drop_subtree(v)
 
     def _drop_subtree(self, v):
         for e in [e for e in self.set_entries if e == v or e.startswith(v + b"/")]:
-            core.layer_del(e)
+            LAYER_SET.drop(self, e)
             self.set_entries.discard(e)
 
     def _rescan(self, rel):
@@ -750,17 +803,27 @@ class LayeredMount(RedirectMount):
                     self._changed(_join(base, n) if base else n)
 
     def attach(self):
-        """Load the layer into the C core (at mount)."""
+        """Load the layer into the C core (at mount), and mark it used
+        (umview-layer apply refuses a layer a view uses)."""
+        self.hold = layerdiff.hold(self.layers.upper)
         if self.layer_in_core:
             for rel, kind in self.layers.entries():
                 v = self._vpath(rel)
-                core.layer_add(v, kind)
+                LAYER_SET.add(self, v, kind)
                 self.set_entries.add(v)
 
     def detach(self):
+        if getattr(self, "hold", None) is not None:
+            os.close(self.hold)
+            self.hold = None
         for v in self.set_entries:
-            core.layer_del(v)
+            LAYER_SET.drop(self, v)
         self.set_entries.clear()
+        if self.host is not None:
+            # what this mount wrote in its upper layer, which lies in the
+            # host's, the host's layer set now learns (the view sees it there)
+            host, rel = self.host
+            host._rescan(rel)
         self.listings.close()
 
     # --- paths ---
@@ -866,8 +929,14 @@ class LayeredMount(RedirectMount):
     # --- calls ---
     def enter(self, call):
         if call.name in SOCKET_CALLS:
+            if self.replaced(call, "addr"):
+                return CONTINUE
+            self.resolved(call, "addr")
             return self._socket(call)
         if call.name in FD_CHANGES:
+            if self.replaced(call, "fd"):
+                return CONTINUE
+            self.resolved(call, "fd")
             return self._fd_change(call)
         if call.name == "ioctl":
             return self._fd_ioctl(call)
@@ -884,10 +953,13 @@ class LayeredMount(RedirectMount):
         for slot, path in enumerate(paths):
             if path is None:
                 continue
+            index = call.path_indices[slot]
+            if self.replaced(call, index):
+                continue
             rel = self._relative(call, slot, path)
             if rel is None:
                 continue
-            index = call.path_indices[slot]
+            self.resolved(call, index)
             # NULL (utimensat(fd, NULL, ...)) names the fd, as "" does
             raw = call.read_string(index) if call.args[index] else b""
             slots.append((slot, index, rel, raw))
@@ -1224,6 +1296,7 @@ class LayeredMount(RedirectMount):
             st.undo.append(lambda: self.layers.whiteout(r_new))
         # the old name was seen in the lower layer too: hide it once moved
         if os.path.lexists(self.layers.low(r_old)):
+            self.layers.mark_origin(r_old)
             st.after.append(lambda: self.layers.whiteout(r_old))
         self._set(call, i_old, self.layers.up(r_old), raw_old)
         self._set(call, i_new, self.layers.up(r_new), raw_new)

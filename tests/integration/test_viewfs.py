@@ -1,10 +1,12 @@
 """viewfs, mode move: a real directory shown over a path, just for the view."""
 import os
+import shlex
+import shutil
 import sys
 
 import pytest
 
-from conftest import run, umview_argv
+from conftest import entry_for, need_user, run, umview_argv, umview_for
 
 BIN = os.path.dirname(sys.executable)
 VUMOUNT = os.path.join(BIN, "vumount")
@@ -133,6 +135,51 @@ def test_relative_except_of_a_cow_view_of_root_stays_real(tmp_path):
     assert (real / "f").read_text() == "kept\n"
     assert not (tmp_path / "g").exists()
     assert not os.path.exists(f"{layer}{real}/f")
+
+
+def test_a_fresh_layered_mount_starts_from_what_lay_under_the_older_one_and_leaves_it_intact(tmp_path):
+    # a fresh cow of / over a cow of / (a layer per test in a sandbox): it
+    # shows the real tree, not the older layer; unmounted, the older layer's
+    # view is back; the real file is never written (natively it would be)
+    first, second, victim = tmp_path / "first", tmp_path / "second", tmp_path / "victim"
+    victim.mkdir()
+    (victim / "f").write_text("orig\n")
+    native = run(["bash", "-c", f"echo first > {victim}/f && cat {victim}/f"])
+    assert native.stdout == b"first\n"
+    (victim / "f").write_text("orig\n")
+    # (the fresh layer where the first mount writes for real: an except= path)
+    r = in_view(f'"$VUMOUNT" -t viewfs -o cow,except={second} {first} / && echo first > {victim}/f &&'
+                f' echo made > {victim}/g &&'
+                f' "$VUMOUNT" -t viewfs -o cow,fresh {second} / && cat {victim}/f && test ! -e {victim}/g &&'
+                f' echo fresh > {victim}/f && echo h > {victim}/h && ls {victim} &&'
+                f' "$VUUMOUNT" / && cat {victim}/f {victim}/g && test ! -e {victim}/h && echo back', tmp_path)
+    assert r.stdout == b"orig\nf\nh\nfirst\nmade\nback\n", r.stderr
+    assert (victim / "f").read_text() == "orig\n" and sorted(os.listdir(victim)) == ["f"]
+    assert (first / str(victim).lstrip("/") / "f").read_text() == "first\n"
+    assert (second / str(victim).lstrip("/") / "f").read_text() == "fresh\n"
+    assert not (first / str(victim).lstrip("/") / "h").exists()
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_a_fresh_layer_in_the_tree_a_sandbox_protects_is_refused_and_nothing_is_made(user):
+    # a fresh mount writes its layer for real: a layer in /var/tmp (copy-on-
+    # write in a sandbox) would be a way out, so would mincow (lower files
+    # written in place); a fresh cow layer in the sandbox's /tmp works
+    need_user(user)
+    name = f"umview-fresh-escape-{os.getpid()}-{user}"
+    add = " ".join(shlex.quote(a) for a in entry_for(user, "umview.commands:um_add_service_main"))
+    dele = " ".join(shlex.quote(a) for a in entry_for(user, "umview.commands:um_del_service_main"))
+    script = (f"{add} viewfs,mount=/var/tmp/{name}:/:cow,fresh; echo refused=$?; test ! -e /var/tmp/{name} &&"
+              f" mkdir /tmp/{name} && {{ {add} viewfs,mount=/tmp/{name}:/:mincow,fresh; echo mincow=$?; }} &&"
+              f" {add} viewfs,mount=/tmp/{name}:/:cow,fresh && echo x > /etc/{name} &&"
+              f" ls /tmp/{name}/etc && {dele} viewfs && test ! -e /etc/{name} && echo removed")
+    try:
+        r = run(umview_for(user, "--sandbox", "--", "sh", "-c", script))
+        assert r.stdout == f"refused=1\nmincow=1\n{name}\nremoved\n".encode(), r.stderr
+        assert b"keeps copy-on-write" in r.stderr and b"fresh goes with cow" in r.stderr
+        assert not os.path.exists(f"/var/tmp/{name}") and not os.path.exists(f"/etc/{name}")
+    finally:
+        shutil.rmtree(f"/var/tmp/{name}", ignore_errors=True)
 
 
 def test_a_layered_mount_over_a_layered_mount_is_refused_and_the_view_still_works(tmp_path):

@@ -75,3 +75,21 @@ def test_every_path_call_is_either_a_write_or_read_only():
         if rule[0] != "always":
             kinds = {"oflags": ("oflags",), "open_how": ("ptr",), "access": ("int",)}[rule[0]]
             assert signatures.SIGNATURES[name][rule[1]] in kinds, name
+
+
+def test_two_mounts_naming_one_path_share_it_until_the_last_drops_it(layer):
+    # a fresh layered mount beside another (viewfs fresh) names the same
+    # paths: removing one mount must keep the other's names, with its kind
+    from umview.modules.viewfs.layers import LayerSet
+
+    shared, older, fresh = LayerSet(), object(), object()
+    shared.add(older, b"/etc/f", core.LAYER_HIDE)
+    shared.add(fresh, b"/etc/f", core.LAYER_DIR)
+    assert lib.um_layer_get(b"/etc/f") == core.LAYER_HIDE  # the stronger: more goes to Python
+    shared.drop(older, b"/etc/f")
+    assert lib.um_layer_get(b"/etc/f") == core.LAYER_DIR
+    shared.add(older, b"/etc/f", core.LAYER_HIDE)
+    shared.drop(fresh, b"/etc/f")
+    assert lib.um_layer_get(b"/etc/f") == core.LAYER_HIDE
+    shared.drop(older, b"/etc/f")
+    assert lib.um_layer_get(b"/etc/f") == 0

@@ -10,8 +10,9 @@ PACKAGES = {"umview": "umview", "umview.arch": "arch", "umview.syscalls": "sysca
 # mechanisms that know nothing of the syscall table, modules or the monitor
 PRIMITIVES = {"umview", "umview.core", "umview.engine", "umview.pathwalk", "umview.fdpass",
               "umview.control"}
-# the one place that wires modules in, and the command line that calls it
-ASSEMBLY = {"umview.assembly", "umview.cli"}
+# the one place that wires modules in, and the front ends that call it: the
+# command line, and the pytest plugin that runs it
+ASSEMBLY = {"umview.assembly", "umview.cli", "umview.pytest_plugin"}
 
 
 def sources():
