@@ -360,15 +360,20 @@ class CwdTracker(Engine):
                 # a directory a mount shows (opened or entered by the kernel
                 # below a faithful cwd): walk from its path in the view, so
                 # that ".." leads where the view says
-                base = self._from_real(base) or base
-                full = base + b"/" + path
+                virtual = self._from_real(base)
+                full = (virtual or base) + b"/" + path
             else:
-                full = path
+                full, virtual = path, None
             if self._leave_to_kernel(full):
                 continue
             follow = follows_last(call.spec.nofollow[slot], call.args) or full.endswith(b"/")
             view = ViewLookup(self.mounts, call)
             if self._plain(view, full, follow):
+                if virtual is not None and virtual != base:
+                    # the dirfd's real path is no path of the view (a move
+                    # mount's source under its own target: /tmp over a
+                    # directory in /tmp): the mounts get the view's path
+                    call.set_string(index, full)
                 continue  # the walk would give the path as it is: the mounts rewrite it lexically
             resolved, crossed = walk(full, view.realize, follow, lstat=view.lstat, opaque=self.opaque,
                                      proc=lambda rest, f: self._proc_link(call, rest, f))

@@ -229,3 +229,22 @@ def test_mount_umount_and_chroot_are_refused_in_a_sandbox(victim, user):
     assert "mount=0" not in out and "umount=0" not in out and "chroot=0" not in out, out
     assert out.endswith("changed\n"), out  # the cow view of / is still there
     assert open(os.path.join(victim, "victim")).read() == "orig\n"
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_find_and_rm_r_walk_a_tree_made_in_the_private_tmp(user):
+    """The private /tmp is a directory in the real /tmp mounted over /tmp:
+    calls relative to a directory fd there (find, rm -r) name the view's
+    path, not the real one under the mount (which the view does not have).
+    Natively the same script lists and removes the tree."""
+    need_user(user)
+    script = "mkdir -p /tmp/q/etc && touch /tmp/q/etc/f && find /tmp/q && cd /tmp/q && find . && rm -r /tmp/q && echo removed"
+    native_dir = tempfile.mkdtemp(prefix="umview-sandbox-native-", dir="/var/tmp")
+    try:
+        ref = subprocess.run(["sh", "-c", script.replace("/tmp/", native_dir + "/")], capture_output=True)
+        assert ref.returncode == 0, ref.stderr
+        expected = ref.stdout.replace(native_dir.encode() + b"/", b"/tmp/")
+    finally:
+        shutil.rmtree(native_dir)
+    r = run(user, ["--sandbox"], script)
+    assert (r.returncode, r.stdout) == (0, expected), r.stderr
