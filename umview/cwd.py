@@ -360,8 +360,17 @@ class CwdTracker(Engine):
                 # a directory a mount shows (opened or entered by the kernel
                 # below a faithful cwd): walk from its path in the view, so
                 # that ".." leads where the view says
-                base = self._from_real(base) or base
-                full = base + b"/" + path
+                virtual = self._from_real(base)
+                full = (virtual or base) + b"/" + path
+                if virtual is not None and virtual != base:
+                    # the fd's real path is not the view's (a layer's upper
+                    # directory, a mount's source): the mounts must see the
+                    # view's path, or one over the real path (the sandbox's
+                    # /tmp over a layer in $TMPDIR) would take it for its own
+                    if len(full) >= 4096:
+                        raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG))
+                    call.set_string(index, full)
+                    path = full
             else:
                 full = path
             if self._leave_to_kernel(full):
