@@ -37,8 +37,10 @@ def build_parser():
         formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     for name, help_ in (("diff", "show what the layer changes (read only: the layer stays usable)"),
-                        ("apply", "apply the layer's changes to the real tree, after confirmation")):
-        a = sub.add_parser(name, help=help_, description=help_)
+                        ("apply", "apply the layer's changes to the real tree, after confirmation: renames, "
+                         "deletions, creations, modifications; a change that fails is reported and the others go "
+                         "on (exit status 1). Refused inside a view and on a layer a running view uses")):
+        a = sub.add_parser(name, help=help_.split(": renames")[0], description=help_)
         a.add_argument("layer", metavar="LAYER", help="the layer directory")
         a.add_argument("--target", default="/", metavar="DIR",
                        help="where the layer was mounted, the real tree it changes (default /)")
