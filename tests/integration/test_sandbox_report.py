@@ -15,6 +15,7 @@ import pytest
 from conftest import NOBODY, as_user, entry_for, need_user, umview_for
 
 USERS = ["root", "nobody"]
+PY = "/usr/bin/python3"  # nobody may not reach the test's own python
 
 
 def checksum(top):
@@ -106,6 +107,31 @@ def test_the_report_lists_what_the_sandbox_created_modified_deleted_and_renamed(
     assert f"D {t}/doomed (dir, 3 entries below)" in err
 
 
+@pytest.mark.parametrize("user", USERS)
+def test_a_file_only_opened_for_writing_or_touched_is_no_change_but_an_owner_is(victim, user):
+    need_user(user)
+    owner = NOBODY if user == "nobody" else None
+    os.chmod(victim, 0o777)
+    t = os.path.join(victim, "tree")
+    make_tree(t, owner)
+    script = (f"touch -d 2001-01-01 {t}/config && {PY} -c \"open('{t}/move-me', 'r+')\""
+              + (f" && chown {NOBODY} {t}/doomed/a" if user == "root" else ""))
+    native = os.path.join(victim, "native")
+    make_tree(native, owner)
+    mtime = os.stat(os.path.join(native, "config")).st_mtime
+    r = subprocess.run(as_user(user, ["sh", "-c", script.replace(t, native)]), capture_output=True)
+    assert r.returncode == 0 and os.stat(os.path.join(native, "config")).st_mtime != mtime, r.stderr
+    report = os.path.join(victim, "report.json")
+    r = subprocess.run(umview_for(user, "--sandbox", "--report", report, "--", "sh", "-c", script),
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    c = json.load(open(report))
+    # (copied into the layer all the same: the report tells what differs)
+    expected = [{"path": f"{t}/doomed/a", "type": "file", "content": False, "owner": ["0:0", f"{NOBODY}:0"]}]
+    assert c["modified"] == (expected if user == "root" else [])
+    assert c["created"] == [] and c["deleted"] == [] and c["renamed"] == []
+
+
 def test_report_to_stdout_and_the_private_tmp_is_not_in_the_layer(victim):
     need_user("root")
     layer = os.path.join(victim, "layer")
@@ -163,9 +189,6 @@ def test_make_install_in_a_sandbox_leaves_the_real_tree_and_reports_it(victim):
     assert created[f"/usr/local/bin/{name}"] == {"path": f"/usr/local/bin/{name}", "type": "file"}
     assert created[f"/usr/local/share/{name}"] == {"path": f"/usr/local/share/{name}", "type": "dir", "entries": 1}
     assert c["deleted"] == [] and c["renamed"] == []
-
-
-PY = "/usr/bin/python3"
 
 
 def test_pip_install_in_a_sandbox_leaves_the_real_tree_and_reports_it(victim):
