@@ -806,6 +806,9 @@ class LayeredMount(RedirectMount):
         """Load the layer into the C core (at mount), and mark it used
         (umview-layer apply refuses a layer a view uses)."""
         self.hold = layerdiff.hold(self.layers.upper)
+        if self.hold is None:
+            log.warning("viewfs: layer %s: umview-layer apply is changing the real tree from it, or it "
+                        "cannot be locked: this view may see it half applied", os.fsdecode(self.layers.upper))
         if self.layer_in_core:
             for rel, kind in self.layers.entries():
                 v = self._vpath(rel)
