@@ -232,10 +232,13 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     from umview.cli import _in_view, _traced  # lazy: only the few lines of the check
 
-    if args.action == "apply" and not args.dry_run and _traced() and _in_view():
-        print("umview-layer: inside a umview view the real tree is not what the view shows (the changes "
-              "would land in the view's own layer): run apply outside umview", file=sys.stderr)
-        return 2
+    if _traced() and _in_view():
+        if args.action == "apply" and not args.dry_run:
+            print("umview-layer: inside a umview view the real tree is not what the view shows (the changes "
+                  "would land in the view's own layer): run apply outside umview", file=sys.stderr)
+            return 2
+        print(f"umview-layer: inside a umview view: {args.target} is compared as this view shows it, which "
+              "may not be the real tree (run umview-layer outside umview for that)", file=sys.stderr)
     if not os.path.isdir(args.layer):
         print(f"umview-layer: {args.layer}: not a directory (a layer: umview --sandbox --keep-layer DIR)",
               file=sys.stderr)
