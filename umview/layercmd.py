@@ -199,6 +199,9 @@ def apply_main(args, changes):
     lines = _all_lines(changes)
     if not lines:
         print(f"umview-layer: {args.layer} changes nothing in {args.target}")
+        if args.clear and not args.dry_run:
+            _clear(args.layer)  # what it holds (copies left as they were, times) is no change
+            print(f"umview-layer: {args.layer} emptied")
         return 0
     print(layerdiff.summary(changes, limit=len(lines)))
     if args.dry_run:
