@@ -1068,7 +1068,11 @@ class LayeredMount(RedirectMount):
             not any(e.startswith(_join(self.target, rel) + b"/") for e in self.exceptions)
 
     def virtual_of(self, real):
-        """The view's path of a real path in the upper layer, or None."""
+        """The view's path of a real path in the upper layer or in a listing
+        directory, or None."""
+        rel = self.listings.relative(real)
+        if rel is not None:
+            return _join(self.target, rel)
         up = self.layers.upper
         if real == up or real.startswith(up + b"/"):
             return _join(self.target, real[len(up) + 1:])

@@ -436,3 +436,28 @@ def test_a_sandbox_removes_what_it_made_through_directory_fds_in_tmp_and_in_its_
                        timeout=120)
     assert r.returncode == 0 and r.stdout == b"False\nFalse\n", r.stderr
     assert not any(os.path.exists(t) for t in tops)
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_a_sandbox_lists_merged_directories_when_its_listings_live_under_tmp(victim, user):
+    # XDG_RUNTIME_DIR under /tmp (some CI images): the cow view's listing
+    # directories are there, under the sandbox's private /tmp, whose mount
+    # must not take paths relative to them for its own
+    need_user(user)
+    os.chmod(victim, 0o777)
+    t = os.path.join(victim, "tree")
+    make_tree(t, NOBODY if user == "nobody" else None)
+    script = f"touch {t}/doomed/new && cd {t} && find . | sort && rm -rf doomed && ls"
+    native = os.path.join(victim, "native")
+    make_tree(native, NOBODY if user == "nobody" else None)
+    ref = subprocess.run(as_user(user, ["sh", "-c", script.replace(t, native)]), capture_output=True)
+    xdg = tempfile.mkdtemp(prefix="umview-report-xdg-", dir="/tmp")
+    try:
+        os.chmod(xdg, 0o777)
+        r = subprocess.run(umview_for(user, "--sandbox", "--", "sh", "-c", script), capture_output=True, timeout=120,
+                           env={**os.environ, "XDG_RUNTIME_DIR": xdg})
+    finally:
+        shutil.rmtree(xdg)
+    assert ref.returncode == 0 and b"./doomed/sub/b\n" in ref.stdout, ref.stderr
+    assert (r.returncode, r.stdout) == (0, ref.stdout), r.stderr
+    assert os.path.exists(os.path.join(t, "doomed")) and not os.path.exists(os.path.join(t, "doomed", "new"))
