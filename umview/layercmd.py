@@ -233,9 +233,9 @@ def apply_main(args, changes):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    from umview.cli import _in_view, _traced  # lazy: only the few lines of the check
+    from umview import control  # lazy: ctypes, for one private syscall (ENOSYS outside a view)
 
-    if _traced() and _in_view():
+    if control.in_view():
         if args.action == "apply" and not args.dry_run:
             print("umview-layer: inside a umview view the real tree is not what the view shows (the changes "
                   "would land in the view's own layer): run apply outside umview", file=sys.stderr)
