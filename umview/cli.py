@@ -20,8 +20,8 @@ examples:
   umview -p vnet,private CMD  its own loopback only, any user; vnet,netns=NAME[,create]
   umview --sandbox -- make install    change anything, the real files stay; no network
   umview --sandbox net --keep-layer L -- pip install .   keep the changes in L
-  umview --sandbox --report - -- make install   then print what it changed (JSON, and a
-                              summary on stderr); umview-layer diff/apply L shows or applies a kept layer
+  umview --sandbox --report r.json -- make install   and what it changed (JSON; a summary on stderr)
+  umview-layer diff L; umview-layer apply L   show a kept layer's changes, or make them real
   umview --sandbox=ro -- CMD  writes anywhere but /tmp fail with EROFS; no network
 
 Inside a view: um_add_service, um_del_service, um_ls_service, um_attach,

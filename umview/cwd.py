@@ -362,18 +362,22 @@ class CwdTracker(Engine):
                 # that ".." leads where the view says
                 virtual = self._from_real(base)
                 full = (virtual or base) + b"/" + path
+                if virtual is not None and virtual != base:
+                    # the fd's real path is not the view's (a layer's upper
+                    # directory, a mount's source): the mounts must see the
+                    # view's path, or one over the real path (the sandbox's
+                    # /tmp over a layer in $TMPDIR) would take it for its own
+                    if len(full) >= 4096:
+                        raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG))
+                    call.set_string(index, full)
+                    path = full
             else:
-                full, virtual = path, None
+                full = path
             if self._leave_to_kernel(full):
                 continue
             follow = follows_last(call.spec.nofollow[slot], call.args) or full.endswith(b"/")
             view = ViewLookup(self.mounts, call)
             if self._plain(view, full, follow):
-                if virtual is not None and virtual != base:
-                    # the dirfd's real path is no path of the view (a move
-                    # mount's source under its own target: /tmp over a
-                    # directory in /tmp): the mounts get the view's path
-                    call.set_string(index, full)
                 continue  # the walk would give the path as it is: the mounts rewrite it lexically
             resolved, crossed = walk(full, view.realize, follow, lstat=view.lstat, opaque=self.opaque,
                                      proc=lambda rest, f: self._proc_link(call, rest, f))

@@ -37,8 +37,10 @@ def build_parser():
         formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     for name, help_ in (("diff", "show what the layer changes (read only: the layer stays usable)"),
-                        ("apply", "apply the layer's changes to the real tree, after confirmation")):
-        a = sub.add_parser(name, help=help_, description=help_)
+                        ("apply", "apply the layer's changes to the real tree, after confirmation: renames, "
+                         "deletions, creations, modifications; a change that fails is reported and the others go "
+                         "on (exit status 1). Refused inside a view and on a layer a running view uses")):
+        a = sub.add_parser(name, help=help_.split(": renames")[0], description=help_)
         a.add_argument("layer", metavar="LAYER", help="the layer directory")
         a.add_argument("--target", default="/", metavar="DIR",
                        help="where the layer was mounted, the real tree it changes (default /)")
@@ -197,6 +199,9 @@ def apply_main(args, changes):
     lines = _all_lines(changes)
     if not lines:
         print(f"umview-layer: {args.layer} changes nothing in {args.target}")
+        if args.clear and not args.dry_run:
+            _clear(args.layer)  # what it holds (copies left as they were, times) is no change
+            print(f"umview-layer: {args.layer} emptied")
         return 0
     print(layerdiff.summary(changes, limit=len(lines)))
     if args.dry_run:
@@ -228,12 +233,15 @@ def apply_main(args, changes):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    from umview.cli import _in_view, _traced  # lazy: only the few lines of the check
+    from umview import control  # lazy: ctypes, for one private syscall (ENOSYS outside a view)
 
-    if args.action == "apply" and not args.dry_run and _traced() and _in_view():
-        print("umview-layer: inside a umview view the real tree is not what the view shows (the changes "
-              "would land in the view's own layer): run apply outside umview", file=sys.stderr)
-        return 2
+    if control.in_view():
+        if args.action == "apply" and not args.dry_run:
+            print("umview-layer: inside a umview view the real tree is not what the view shows (the changes "
+                  "would land in the view's own layer): run apply outside umview", file=sys.stderr)
+            return 2
+        print(f"umview-layer: inside a umview view: {args.target} is compared as this view shows it, which "
+              "may not be the real tree (run umview-layer outside umview for that)", file=sys.stderr)
     if not os.path.isdir(args.layer):
         print(f"umview-layer: {args.layer}: not a directory (a layer: umview --sandbox --keep-layer DIR)",
               file=sys.stderr)

@@ -39,7 +39,7 @@ from umview.engine import CONTINUE, Engine, Skip
 from umview.service import Module, RedirectMount
 from umview.syscalls import PATH_SYSCALLS
 
-from .layers import (ACCESS, CREATE, FD_CHANGES, LISTING_CALLS, O_CREAT, O_EXCL, O_RDWR, O_TRUNC,
+from .layers import (ACCESS, CREATE, FD_CHANGES, LISTING_CALLS, MODIFY, O_CREAT, O_EXCL, O_RDWR, O_TRUNC,
                      O_WRITES, O_WRONLY, OPENS, PSEUDO, W_OK, LayeredMount)
 
 log = logging.getLogger("umview")
@@ -160,6 +160,8 @@ class ReadOnlyMount(ViewfsMount):
             return errno.ENOENT if st is None else 0 if special else errno.EROFS
         if call.name in CREATE:
             return errno.EEXIST if st is not None else errno.EROFS
+        if call.name in MODIFY and st is None:
+            return errno.ENOENT  # looked up first (chmod, truncate...); unlink, rename: EROFS first
         return errno.EROFS
 
 

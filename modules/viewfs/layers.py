@@ -806,6 +806,9 @@ class LayeredMount(RedirectMount):
         """Load the layer into the C core (at mount), and mark it used
         (umview-layer apply refuses a layer a view uses)."""
         self.hold = layerdiff.hold(self.layers.upper)
+        if self.hold is None:
+            log.warning("viewfs: layer %s: umview-layer apply is changing the real tree from it, or it "
+                        "cannot be locked: this view may see it half applied", os.fsdecode(self.layers.upper))
         if self.layer_in_core:
             for rel, kind in self.layers.entries():
                 v = self._vpath(rel)
@@ -1065,7 +1068,11 @@ class LayeredMount(RedirectMount):
             not any(e.startswith(_join(self.target, rel) + b"/") for e in self.exceptions)
 
     def virtual_of(self, real):
-        """The view's path of a real path in the upper layer, or None."""
+        """The view's path of a real path in the upper layer or in a listing
+        directory, or None."""
+        rel = self.listings.relative(real)
+        if rel is not None:
+            return _join(self.target, rel)
         up = self.layers.upper
         if real == up or real.startswith(up + b"/"):
             return _join(self.target, real[len(up) + 1:])

@@ -182,3 +182,17 @@ def test_the_summary_is_short(tree):
     text = layerdiff.summary(layerdiff.changes(upper, lower))
     assert text.splitlines()[0].startswith("60 created")
     assert text.splitlines()[-1] == "... and 10 more (see the JSON report)"
+
+
+def test_a_layer_a_view_holds_cannot_be_locked_for_apply(tmp_path):
+    held = layerdiff.hold(str(tmp_path))
+    assert held is not None
+    with pytest.raises(BlockingIOError):
+        layerdiff.lock_for_apply(str(tmp_path))
+    os.close(held)
+    lock = layerdiff.lock_for_apply(str(tmp_path))
+    assert layerdiff.hold(str(tmp_path)) is None  # being applied: a view does not get it
+    os.close(lock)
+    again = layerdiff.hold(str(tmp_path))
+    assert again is not None
+    os.close(again)
