@@ -29,16 +29,20 @@ The interfaces (program, mode):
   no-dump flag (inode_flags.c; skipped where the filesystem has no flags);
 - openat2 with RESOLVE_IN_ROOT from the parent of the victim's directory,
   path "/DIR/victim" (openat2_in_root.c);
-- a race on the path buffer of open(O_WRONLY), flipped between /dev/null and
-  the victim by a thread, a CLONE_VM process, or a thread of the parent of a
-  vfork child making the opens (path_race.c; 5000 tries);
+- a race on the path buffer of open(O_WRONLY), flipped between /dev/null (a
+  path the view leaves to the kernel) and the victim by a thread, a CLONE_VM
+  process, or a thread of the parent of a vfork child making the opens
+  (path_race.c; 5000 tries, more until one wins);
 - a thread overwriting, with the victim's path, the path the view writes
-  below the stack pointer of the thread calling chmod (below_sp.c);
-- a race on a path component: a symlink replaced by one to the victim's
-  directory, and a directory swapped with such a symlink by RENAME_EXCHANGE
-  (component_race.c; 5000 tries);
+  below the stack pointer of the thread calling chmod (below_sp.c: a probe
+  call finds where; 2000 tries);
+- a race on a path component in a directory of /tmp: a symlink replaced by
+  one to the victim's directory, and a directory swapped with such a symlink
+  by RENAME_EXCHANGE (component_race.c; 5000 tries, more until one wins;
+  marked slow: about 10 s each in a view);
 - unshare(CLONE_NEWUSER|CLONE_NEWNS), a bind mount of the victim's directory
-  over a directory in /tmp, a write there (userns_bind.c);
+  on a directory in /dev/shm (a path the view leaves to the kernel), a write
+  there (userns_bind.c);
 - chroot into the parent of the victim's directory, then a write by the
   absolute path from there (chroot_parent.c; as nobody in a new user
   namespace);
@@ -46,8 +50,9 @@ The interfaces (program, mode):
   root in a mount namespace of its own: unshare -m);
 - as root: open_by_handle_at of the victim's handle for writing
   (by_handle.c), acct(VICTIM) (acct.c);
-- a clone(CLONE_UNTRACED) child writing the victim once its parent (the
-  view's command) has exited (untraced.c);
+- a clone(CLONE_UNTRACED) child writing the victim two seconds after its
+  parent (the view's command) has exited (untraced.c): it must neither
+  change the victim nor be running when umview returns;
 - a symlink made in the view (in the real layer directory) pointing into the
   lower tree, written through (layer_symlink.c); and the layer directory is
   not reachable by its real path from inside
