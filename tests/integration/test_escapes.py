@@ -160,7 +160,7 @@ def params():
                 marks = [pytest.mark.xfail(strict=case.id not in RACES, reason=f"escapes: {why}")] if why else []
                 if case.slow:
                     marks.append(pytest.mark.slow)
-                out.append(pytest.param(case, user, notif, id=f"{case.id}-{user}-{notif}", marks=marks))
+                out.append(pytest.param(case, user, notif, id=f"{case.id}-as-{user}-{notif}", marks=marks))
     return out
 
 
