@@ -8,6 +8,9 @@
  *
  *   below_sp VICTIM [TRIES]     TRIES chmods to 0600 (2000)
  *
+ * chmod, not open: a view may open a file itself and hand the process the
+ * fd, leaving no path in its memory.
+ *
  * Natively nothing is written below the stack pointer; the first chmod
  * changes VICTIM.
  */

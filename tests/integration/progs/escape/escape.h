@@ -86,12 +86,12 @@ static void own_namespaces(int mounts)
     gid_t gid = getgid();
     if (unshare(CLONE_NEWUSER | (mounts ? CLONE_NEWNS : 0)))
         fail("unshare");
-    char map[64];
+    /* an unprivileged process may map its group only with setgroups denied */
     int fd = open("/proc/self/setgroups", O_WRONLY);
-    if (fd >= 0) {
-        if (write(fd, "deny", 4) < 0) {}
-        close(fd);
-    }
+    if (fd < 0 || write(fd, "deny", 4) < 0)
+        fail("/proc/self/setgroups");
+    close(fd);
+    char map[64];
     const char *files[] = {"/proc/self/uid_map", "/proc/self/gid_map"};
     unsigned ids[] = {uid, gid};
     for (int i = 0; i < 2; i++) {

@@ -3,9 +3,9 @@
  * of VICTIM is now mounted.
  *
  *   userns_bind VICTIM   unshare(CLONE_NEWUSER|CLONE_NEWNS), mount --bind
- *                        VICTIM's directory on a new directory S in /dev/shm
- *                        (a path a view of / may leave to the kernel),
- *                        write S/NAME
+ *                        VICTIM's directory DIR on a new directory S,
+ *                        /dev/shm/escape-bind-<DIR's name> (a path a view of
+ *                        / may leave to the kernel), write S/NAME
  */
 #include "escape.h"
 
@@ -13,9 +13,11 @@ int main(int argc, char **argv)
 {
     if (argc != 2)
         unsupported("usage: userns_bind VICTIM");
-    char scratch[] = "/dev/shm/escape-bind-XXXXXX";
-    if (!mkdtemp(scratch))
-        fail("mkdtemp");
+    char *scratch;
+    if (asprintf(&scratch, "/dev/shm/escape-bind-%s", name_of(dir_of(argv[1]))) < 0)
+        fail("asprintf");
+    if (mkdir(scratch, 0700))
+        fail(scratch);
     own_namespaces(1);
     const char *failed = NULL;
     if (mount(dir_of(argv[1]), scratch, NULL, MS_BIND, NULL)) {
