@@ -23,8 +23,8 @@ The interfaces (program, mode):
   /proc/<parent pid>/root/VICTIM, /proc/self/cwd/NAME after a chdir to the
   victim's directory (proc_link.c);
 - a read-only fd of the victim reopened for writing through /proc/self/fd/N,
-  /proc/self/task/TID/fd/N, /dev/fd/N and openat(<fd of /proc/self/fd>, "N")
-  (reopen_fd.c);
+  /proc/<own pid>/fd/N, /proc/self/task/TID/fd/N, /dev/fd/N and
+  openat(<fd of /proc/self/fd>, "N") (reopen_fd.c);
 - FS_IOC_SETFLAGS and FS_IOC_FSSETXATTR on a read-only fd, toggling the
   no-dump flag (inode_flags.c; skipped where the filesystem has no flags);
 - openat2 with RESOLVE_IN_ROOT from the parent of the victim's directory,
@@ -114,7 +114,7 @@ class Case:
 CASES = [
     *(Case("io_uring", (op,)) for op in ("write", "rename", "unlink", "mkdir")),
     *(Case("proc_link", (mode,)) for mode in ("root-self", "root-pid", "root-parent", "cwd")),
-    *(Case("reopen_fd", (mode,)) for mode in ("proc-fd", "task-fd", "dev-fd", "openat")),
+    *(Case("reopen_fd", (mode,)) for mode in ("proc-fd", "pid-fd", "task-fd", "dev-fd", "openat")),
     *(Case("inode_flags", (mode,)) for mode in ("setflags", "fsxattr")),
     Case("openat2_in_root"),
     *(Case("path_race", (mode,)) for mode in ("thread", "clone-vm", "vfork")),

@@ -3,6 +3,7 @@
  *
  *   reopen_fd MODE VICTIM     open VICTIM O_RDONLY as fd N, then open for writing
  *     proc-fd   /proc/self/fd/N
+ *     pid-fd    /proc/<own pid>/fd/N
  *     task-fd   /proc/self/task/TID/fd/N
  *     dev-fd    /dev/fd/N
  *     openat    openat(<fd of /proc/self/fd>, "N", O_WRONLY)
@@ -12,7 +13,7 @@
 int main(int argc, char **argv)
 {
     if (argc != 3)
-        unsupported("usage: reopen_fd proc-fd|task-fd|dev-fd|openat VICTIM");
+        unsupported("usage: reopen_fd proc-fd|pid-fd|task-fd|dev-fd|openat VICTIM");
     const char *mode = argv[1], *victim = argv[2];
     int ro = open(victim, O_RDONLY);
     if (ro < 0)
@@ -28,6 +29,8 @@ int main(int argc, char **argv)
     } else {
         if (!strcmp(mode, "proc-fd"))
             snprintf(path, sizeof path, "/proc/self/fd/%d", ro);
+        else if (!strcmp(mode, "pid-fd"))
+            snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)getpid(), ro);
         else if (!strcmp(mode, "task-fd"))
             snprintf(path, sizeof path, "/proc/self/task/%d/fd/%d", (int)gettid(), ro);
         else if (!strcmp(mode, "dev-fd"))
