@@ -142,6 +142,8 @@ ESCAPES = {
        for m in ("thread", "clone-vm", "vfork")},
     ("below_sp", None, None): "the rewritten path lies in memory another thread of the process can write",
     ("component_race-exchange", None, None): "a component swapped for a symlink after the view resolved it",
+    ("component_race-symlink", None, None): "the same race as exchange: a directory replaced by a symlink after "
+                                            "the view looked",
 }
 # races: the program may lose every try in a run (then no change is seen)
 RACES = {"path_race-thread", "path_race-clone-vm", "path_race-vfork", "below_sp", "component_race-symlink",
