@@ -36,10 +36,11 @@ The interfaces (program, mode):
 - a thread overwriting, with the victim's path, the path the view writes
   below the stack pointer of the thread calling chmod (below_sp.c: a probe
   call finds where; 2000 tries);
-- a race on a path component in a directory of /tmp: a symlink replaced by
-  one to the victim's directory, and a directory swapped with such a symlink
-  by RENAME_EXCHANGE (component_race.c; 5000 tries, more until one wins;
-  marked slow: about 10 s each in a view);
+- a race on a path component in a directory of /tmp: a directory holding a
+  file of the victim's name, removed and replaced by a symlink to the
+  victim's directory and back, and such a directory swapped with such a
+  symlink by RENAME_EXCHANGE (component_race.c; 5000 tries, more until one
+  wins; marked slow: about 10 s each in a view);
 - unshare(CLONE_NEWUSER|CLONE_NEWNS), a bind mount of the victim's directory
   on a directory in /dev/shm (a path the view leaves to the kernel), a write
   there (userns_bind.c);
