@@ -68,10 +68,11 @@ The interfaces (program, mode):
   MAP_32BIT memory (i386_calls.c);
 - x32 openat and fchmod (x32_calls.c; skipped where the kernel has no x32).
 
-Interfaces the monitor does not stop yet are marked xfail(strict=True,
-raises=Escaped), with the reason: only what the view let through counts as
-the expected failure (a native run that fails is a failure); when a fix
-lands, the case passes and its mark must go.
+Interfaces the monitor does not stop yet are marked xfail(raises=Escaped),
+with the reason: only what the view let through counts as the expected
+failure (a native run that fails is a failure). The mark is strict except
+for the races (RACES: a run may lose every try): when a fix lands, the case
+passes and its mark must go.
 """
 import ctypes
 import fcntl
