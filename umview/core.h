@@ -134,7 +134,7 @@ struct um_stats {
     uint64_t skipped;         /* calls skipped with a result (virtualized) */
     uint64_t rewritten;       /* calls whose number or args were changed */
     uint64_t path_reads;      /* path strings read by the fast path */
-    uint64_t refused;         /* calls refused with ENOSYS by C */
+    uint64_t refused;         /* calls refused by C: ENOSYS, or EACCES (UM_DECIDE_UNREADABLE) */
     uint64_t signals;         /* signals re-injected */
     uint64_t group_stops;
     uint64_t processes;       /* tracees seen (including the first) */
@@ -331,6 +331,8 @@ int um_notif_addfd(int srcfd, unsigned int newfd_flags);
 #define UM_DECIDE_NATIVE 0 /* run it, no Python */
 #define UM_DECIDE_PYTHON 1 /* hand it to Python */
 #define UM_DECIDE_REFUSE 2 /* refuse it with ENOSYS (UM_CLAIM_REFUSE, an undecodable call) */
+#define UM_DECIDE_UNREADABLE 3 /* refuse it with EACCES: the monitor may not read what it must look at
+                                * (the process is not dumpable and the monitor lacks CAP_SYS_PTRACE) */
 
 /* what was gathered for one path slot */
 #define UM_SLOT_NONE 0  /* no path argument in this slot (or not gathered) */
@@ -360,6 +362,7 @@ struct um_decide_in {
     int how_readable;        /* UM_WRITE_OPENHOW: how_flags were read */
     uint64_t how_flags;      /* ... struct open_how's flags */
     int walk;                /* may check for symlinks on the real tree (system calls) */
+    int unreadable;          /* reading the process's memory or /proc/PID/{cwd,fd} was refused */
     /* out */
     int sc;                  /* the neutral index, -1 if unknown */
     char path[UM_PATH_SLOTS][UM_PATH_BUF]; /* as in struct um_event */

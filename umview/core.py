@@ -5,6 +5,7 @@ and turns C error codes (negative errno) into OSError. Nothing here knows
 about engines or modules.
 """
 import errno
+import functools
 import os
 
 _EXPECTED_VERSION = 14
@@ -125,6 +126,29 @@ def proc_link(tid, fd=AT_FDCWD):
         return os.fsencode(os.readlink(f"/proc/{tid}/{where}"))
     except OSError:
         return None
+
+
+def may_not_read(tid):
+    """Does the kernel refuse the monitor a look at thread tid (its memory,
+    its /proc/TID/cwd and fd/N)? It does when the process is not dumpable
+    and the monitor lacks CAP_SYS_PTRACE; a monitor that has it never asks."""
+    if _can_ptrace_any():
+        return False
+    try:
+        os.readlink(f"/proc/{tid}/cwd")
+    except OSError as exc:
+        return exc.errno in (errno.EACCES, errno.EPERM)
+    return False
+
+
+@functools.lru_cache(None)
+def _can_ptrace_any():
+    try:
+        with open("/proc/self/status") as f:
+            caps = next(int(line.split()[1], 16) for line in f if line.startswith("CapEff:"))
+    except (OSError, StopIteration, ValueError):
+        return False
+    return bool(caps & (1 << 19))  # CAP_SYS_PTRACE
 
 
 def resolve_path(tid, abi, sc, slot, args):

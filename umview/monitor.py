@@ -6,6 +6,7 @@ engines newest first at entry, each may pass, rewrite or skip; the first Skip
 ends the walk; at exit the engines that asked are called oldest first.
 """
 import errno
+import functools
 import itertools
 import os
 import sys
@@ -375,6 +376,12 @@ class Dispatcher:
         if len(self.views) > 1 and self.table is not None and call.name in self.refused(view):
             call.retval = -errno.ENOSYS
             return lib.UM_REPLY_SKIP, call.retval, []
+        if _names_files(call.spec) and core.may_not_read(call.tid):
+            # its paths and fds cannot be read: no engine could tell what it
+            # acts on, and it must not run unseen (the C core refuses those
+            # it reads itself)
+            call.retval = -errno.EACCES
+            return lib.UM_REPLY_SKIP, call.retval, []
         for engine in view.entry_order():
             if not engine.wants(call):
                 continue
@@ -412,6 +419,12 @@ class Dispatcher:
         # exits were collected newest first: call them oldest first
         for engine in reversed(exits):
             _run_engine(engine, "exit", call)
+
+
+@functools.lru_cache(None)
+def _names_files(spec):
+    """Does a call of this Spec name files (a path, an fd, a dirfd)?"""
+    return spec is not None and bool(spec.path_slots or any(a.kind in ("fd", "dirfd") for a in spec.args))
 
 
 def _run_engine(engine, hook, call):
@@ -480,7 +493,7 @@ class Stats:
                 f"  trapped calls (ptrace stops)  {self.seccomp_stops}",
                 f"  trapped calls (notifications) {self.notifications}",
                 f"    resumed by C, no Python     {self.fast_continue}",
-                f"    refused (ENOSYS) by C       {self.refused}",
+                f"    refused (ENOSYS/EACCES) by C {self.refused}",
                 f"    answered by Python          {self.notif_events}"
                 + (f" ({self.addfd} with an fd)" if self.addfd else ""),
                 f"  events handed to Python       {self.python_events}",

@@ -359,6 +359,12 @@ static int read_base(pid_t tid, int dirfd, char *base)
     return 0;
 }
 
+/* Did the kernel refuse the monitor a read of the process (its memory, its
+ * /proc/PID/cwd or fd/N)? It does when the process is not dumpable
+ * (prctl(PR_SET_DUMPABLE, 0), or it runs a program it may not read) and the
+ * monitor lacks CAP_SYS_PTRACE: being its tracer is not enough. */
+static int refused(int err) { return err == -EPERM || err == -EACCES; }
+
 /* Read path argument pa of the call, and the directory it starts from when
  * it is relative; for an empty or NULL path that names its dirfd, that
  * fd's file only if fd_base (a readlink that fstat, glibc's
@@ -378,7 +384,7 @@ static void gather_slot(pid_t tid, const struct path_arg *pa, const uint64_t *ar
         s->state = UM_SLOT_NULL;
     } else if ((n = um_read_string(tid, args[pa->path], s->str, UM_PATH_BUF)) < 0) {
         s->state = UM_SLOT_ERROR;
-        s->err = n;
+        s->err = refused(n) ? -EACCES : n;
         return;
     } else {
         stats.path_reads++;
@@ -399,6 +405,11 @@ static void gather_slot(pid_t tid, const struct path_arg *pa, const uint64_t *ar
     if (s->state != UM_SLOT_PATH && !fd_base)
         return;
     int e = read_base(tid, dirfd, s->base);
+    if (refused(e)) {
+        s->state = UM_SLOT_ERROR;
+        s->err = -EACCES;
+        return;
+    }
     if (e && s->state == UM_SLOT_PATH) {
         s->state = UM_SLOT_ERROR;
         s->err = e;
@@ -417,6 +428,7 @@ static int gather(pid_t tid, struct um_decide_in *in)
     in->fd0[0] = 0;
     in->unix_path = 0;
     in->how_readable = 0;
+    in->unreadable = 0;
     for (int s = 0; s < PATH_SLOTS; s++)
         in->slot[s].state = UM_SLOT_NONE;
     int sc = abi < 0 || abi >= UM_NABI ? -1 : lookup_sc(abi, (long)in->nr);
@@ -428,20 +440,25 @@ static int gather(pid_t tid, struct um_decide_in *in)
     if ((c & UM_CLAIM_FD) && (int)in->args[0] >= 0) {
         char proc[64];
         snprintf(proc, sizeof proc, "/proc/%d/fd/%d", tid, (int)in->args[0]);
-        if (read_link(proc, in->fd0, UM_PATH_BUF) < 0)
+        int e = read_link(proc, in->fd0, UM_PATH_BUF);
+        if (e < 0)
             in->fd0[0] = 0; /* a bad fd: the kernel says so */
+        in->unreadable |= refused(e);
         read = 1;
     }
     if ((c & UM_CLAIM_UNIXADDR) && in->args[2] > 2) {
         unsigned char head[3];
-        in->unix_path = um_read_mem(tid, in->args[1], head, sizeof head) == (int)sizeof head &&
-                        head[0] == AF_UNIX && head[1] == 0 && head[2] != 0;
+        int n = um_read_mem(tid, in->args[1], head, sizeof head);
+        in->unix_path = n == (int)sizeof head && head[0] == AF_UNIX && head[1] == 0 && head[2] != 0;
+        in->unreadable |= refused(n);
         read = 1;
     }
     if (!(c & UM_CLAIM_PATH))
         return read;
-    for (int s = 0; s < PATH_SLOTS; s++)
+    for (int s = 0; s < PATH_SLOTS; s++) {
         gather_slot(tid, &path_args[abi][sc][s], in->args, &in->slot[s], fd_check);
+        in->unreadable |= in->slot[s].state == UM_SLOT_ERROR && in->slot[s].err == -EACCES;
+    }
     if (write_kind[sc] == UM_WRITE_OPENHOW)
         in->how_readable = um_read_mem(tid, in->args[write_arg[sc]], &in->how_flags, sizeof in->how_flags) ==
                            (int)sizeof in->how_flags;
@@ -564,6 +581,8 @@ int um_decide(struct um_decide_in *in)
         return UM_DECIDE_REFUSE;
     if (sc < 0)
         return UM_DECIDE_NATIVE;
+    if (in->unreadable)
+        return UM_DECIDE_UNREADABLE; /* where it goes is unknown: it must not run unseen */
     int python = (c & UM_CLAIM_ALL) != 0;
     if ((c & UM_CLAIM_FD) && in->fd0[0] == '/' && prefix_kind_of(in->fd0) == UM_PREFIX_PLAIN)
         python = 1;
@@ -661,4 +680,20 @@ int decide_call(pid_t tid, struct um_decide_in *in, int *read)
     if (read)
         *read = r;
     return um_decide(in);
+}
+
+int refusal(pid_t tid, int d)
+{
+    static int said;
+    if (d == UM_DECIDE_REFUSE)
+        return -ENOSYS;
+    if (d != UM_DECIDE_UNREADABLE)
+        return 0;
+    if (!said) {
+        said = 1;
+        fprintf(stderr, "umview: process %d is not dumpable and this monitor may not read it (it lacks "
+                        "CAP_SYS_PTRACE): its calls that the view must look into fail with EACCES; run umview "
+                        "as root to serve them\n", (int)tid);
+    }
+    return -EACCES;
 }

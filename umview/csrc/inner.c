@@ -89,10 +89,11 @@ int um_decide_stopped(int tid, struct um_event *ev)
         return call_event(ev, tid, &si, abi, dec.sc, si.op == SI_ENTRY ? UM_FROM_ENTRY : 0, dec.path, dec.path_len,
                           dec.path_kind);
     }
-    if (d == UM_DECIDE_REFUSE) {
+    int err = refusal(tid, d);
+    if (err) {
         stats.refused++;
         cur_sci = si;
-        skip_call(tid, abi < 0 ? UM_ABI_X86_64 : abi, si.entry.args, -ENOSYS);
+        skip_call(tid, abi < 0 ? UM_ABI_X86_64 : abi, si.entry.args, err);
     } else if (trapped && si.op == SI_ENTRY) {
         thr(tid)->pass_notif = 1; /* decided: its seccomp stop or notification passes */
     }

@@ -181,6 +181,9 @@ struct bpf_buf {
 
 /* decide.c */
 int decide_call(pid_t tid, struct um_decide_in *in, int *read);
+/* The -errno a refusing decision gives the call (UM_DECIDE_REFUSE: ENOSYS,
+ * UM_DECIDE_UNREADABLE: EACCES, said once on stderr), 0 if d does not refuse. */
+int refusal(pid_t tid, int d);
 
 /* filter.c */
 int any_notif(void);

@@ -421,12 +421,13 @@ int um_next(struct um_event *ev)
             dec.abi = abi;
             dec.nr = si.seccomp.nr;
             memcpy(dec.args, si.seccomp.args, sizeof dec.args);
-            int d = decide_call(tid, &dec, NULL);
-            if (d == UM_DECIDE_REFUSE) {
-                /* a call from an ABI or of a kind no engine can decode */
+            int d = decide_call(tid, &dec, NULL), err = refusal(tid, d);
+            if (err) {
+                /* a call from an ABI or of a kind no engine can decode, or
+                 * one whose arguments the monitor may not read */
                 stats.refused++;
                 cur_sci = si;
-                skip_call(tid, abi < 0 ? UM_ABI_X86_64 : abi, si.seccomp.args, -ENOSYS);
+                skip_call(tid, abi < 0 ? UM_ABI_X86_64 : abi, si.seccomp.args, err);
                 ptrace(PTRACE_CONT, tid, 0, 0);
                 continue;
             }
@@ -479,7 +480,13 @@ int um_next(struct um_event *ev)
                 dec.abi = abi;
                 dec.nr = si.entry.nr;
                 memcpy(dec.args, si.entry.args, sizeof dec.args);
-                if (decide_call(tid, &dec, NULL) != UM_DECIDE_PYTHON) {
+                int d = decide_call(tid, &dec, NULL), err = refusal(tid, d);
+                if (err) {
+                    stats.refused++;
+                    cur_sci = si;
+                    skip_call(tid, abi, si.entry.args, err);
+                }
+                if (d != UM_DECIDE_PYTHON) {
                     resume(tid, PTRACE_CONT, 0);
                     continue;
                 }

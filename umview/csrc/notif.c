@@ -52,10 +52,11 @@ void serve_notification(int may_hand)
             stats.notif_stale++;
             return;
         }
-        if (d == UM_DECIDE_REFUSE) {
+        int err = refusal(tid, d);
+        if (err) {
             stats.refused++;
             resp.flags = 0;
-            resp.error = -ENOSYS;
+            resp.error = err;
         } else if (d == UM_DECIDE_PYTHON && dec.sc >= 0) {
             if (may_hand && (claim[abi][dec.sc] & UM_CLAIM_NOTIFY)) {
                 held_notif = req;
