@@ -27,6 +27,18 @@ static int rw_arg(int abi, long nr)
     return sc >= 0 && write_kind[sc] == UM_WRITE_OFLAGS ? write_arg[sc] : -1;
 }
 
+/* Does the monitor's filter answer call nr (with its bias) with args by a
+ * notification (RET_USER_NOTIF)? Its RET_TRACE, when the kernel checks a call
+ * changed at a seccomp stop again, is taken as allow: no second stop. */
+int notifies_again(int abi, long nr, const uint64_t *args)
+{
+    long n = abi == UM_ABI_X32 ? nr & ~X32_BIT : nr;
+    if (abi < 0 || abi >= UM_NABI || n < 0 || n >= MAX_NR || !notifies(trap[abi][n]))
+        return 0;
+    int arg = trap[abi][n] == UM_TRAP_NOTIF_RW ? rw_arg(abi, nr) : -1;
+    return arg < 0 || !((uint32_t)args[arg] & O_WRITES_);
+}
+
 /* Emit a binary search over the sorted numbers nrs[lo..hi): on a match,
  * RET_TRACE or RET_USER_NOTIF as the number's trap class says (for
  * UM_TRAP_NOTIF_RW: TRACE if the low word of its open flags has a write bit),

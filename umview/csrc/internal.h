@@ -187,6 +187,7 @@ int refusal(pid_t tid, int d);
 
 /* filter.c */
 int any_notif(void);
+int notifies_again(int abi, long nr, const uint64_t *args); /* filter.c */
 int monitor_may_trace(int abi, uint64_t nr, const uint64_t *args);
 int own_filter_call(int abi, uint64_t nr, const uint64_t *args);
 int untraced_clone(int abi, uint64_t nr, const uint64_t *args);

@@ -166,6 +166,13 @@ void finish_reply(struct um_event *ev)
                     nr &= ~X32_BIT;
                 if (nr >= 0 && nr < MAX_NR && trap[abi][nr])
                     thr(tid)->pass_notif = 1;
+            } else if ((ev->changed & UM_CHANGED_NR) && notifies_again(abi, ev->nr, ev->args)) {
+                /* its number changed at a seccomp stop: the kernel checks the
+                 * new call again, and a notification of it must pass without
+                 * a second look (sent to Python, the call would restart after
+                 * its exit stop restored the arguments: fchmod made fchmodat
+                 * got EFAULT) */
+                thr(tid)->pass_notif = 1;
             }
             if (ev->reply == UM_REPLY_CONTINUE_AFTER) {
                 thr(tid)->exit_wanted = 1;
