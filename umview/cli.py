@@ -348,11 +348,9 @@ class Sandbox:
         return specs
 
     def close(self):
-        import shutil
-
         from umview import janitor
 
-        shutil.rmtree(self.dir, ignore_errors=True)
+        janitor.remove_tree(self.dir)
         janitor.forget(self.dir)
 
 

@@ -65,6 +65,33 @@ def forget(path):
         _stop()
 
 
+def remove_tree(path):
+    """Remove a directory (or file) of the monitor's, also where a process of
+    the view took the owner's permissions away (chmod 0 of a directory in a
+    layer, or of a listing directory through its fd): those directories are
+    given back u+rwx, then it is removed again."""
+    if not os.path.isdir(path) or os.path.islink(path):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        return
+    shutil.rmtree(path, ignore_errors=True)
+    if not os.path.lexists(path):
+        return
+    todo = [path]
+    while todo:
+        d = todo.pop()
+        try:
+            if os.lstat(d).st_mode & 0o700 != 0o700:
+                os.chmod(d, 0o700)
+            with os.scandir(d) as entries:
+                todo += [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            continue
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def _send(op, path):
     try:
         os.write(_pipe, op + path.encode(errors="surrogateescape") + b"\n")
@@ -107,11 +134,5 @@ def _serve(r):  # pragma: no cover - runs in the janitor
         elif line[:1] == b"-" and path in guarded:
             guarded.remove(path)
     for path in guarded:
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        remove_tree(path)
     return 0

@@ -635,7 +635,7 @@ class Listings:
             if n in held:
                 keep.append(n)
                 continue
-            shutil.rmtree(self.root + b"/" + n, ignore_errors=True)
+            janitor.remove_tree(self.root + b"/" + n)
             self.dirs.pop(n, None)
             self.inodes.pop(n, None)
         self.stale = keep
@@ -657,7 +657,7 @@ class Listings:
         return _join(rel, rest) if rel else rest
 
     def close(self):
-        shutil.rmtree(self.root, ignore_errors=True)
+        janitor.remove_tree(self.root)
         janitor.forget(self.root)
 
 
