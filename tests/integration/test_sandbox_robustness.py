@@ -8,7 +8,9 @@ import tempfile
 
 import pytest
 
-from conftest import NOBODY, as_user, need_user, umview_for
+from conftest import HERE, NOBODY, as_user, need, need_user, umview_for
+
+PROGS = os.path.join(HERE, "integration", "progs")
 
 USERS = ["root", "nobody"]
 
@@ -89,3 +91,31 @@ def test_natively_that_command_takes_the_permissions(victim):
     assert os.stat(os.path.join(victim, "new")).st_mode & 0o777 == 0
     os.chmod(os.path.join(victim, "new"), 0o700)
     os.chmod(os.path.join(victim, "new", "deep"), 0o700)
+
+
+@pytest.fixture(scope="module")
+def storm_writes(tmp_path_factory):
+    need("gcc")
+    exe = tempfile.mkdtemp(prefix="umview-robust-prog-", dir="/var/tmp")  # nobody runs it
+    os.chmod(exe, 0o755)
+    subprocess.run(["gcc", "-O2", "-o", exe + "/storm", os.path.join(PROGS, "signal_storm_writes.c")], check=True)
+    yield exe + "/storm"
+    shutil.rmtree(exe)
+
+
+# A call decided at its entry stop passes its coming notification unlooked
+# at; a SIGALRM that ended the call before that notification was received
+# left the pass to the call's restart, with the arguments its exit stop had
+# put back: stress-ng --dentry's open(O_CREAT) got ENOENT and its unlink
+# left files (rmdir: ENOTEMPTY), and mkdir made the directory in the real tree
+@pytest.mark.parametrize("user,notif", [("root", "1"), ("nobody", "1"), ("nobody", "0")])
+def test_calls_restarted_after_a_signal_are_looked_at_again(storm_writes, victim, user, notif):
+    need_user(user)
+    rounds = "500"
+    native = subprocess.run(as_user("nobody", [storm_writes, os.path.join(victim, "sub"), rounds]),
+                            capture_output=True, timeout=120)
+    assert native.stdout == f"rounds: {rounds}, no failure\n".encode(), native.stderr
+    r = subprocess.run(umview_for(user, "--sandbox", "--", storm_writes, os.path.join(victim, "sub"), rounds),
+                       capture_output=True, timeout=120, env=dict(os.environ, UMVIEW_NOTIF=notif))
+    assert r.stdout == f"rounds: {rounds}, no failure\n".encode(), r.stderr
+    assert os.listdir(os.path.join(victim, "sub")) == []

@@ -95,7 +95,7 @@ int um_decide_stopped(int tid, struct um_event *ev)
         cur_sci = si;
         skip_call(tid, abi < 0 ? UM_ABI_X86_64 : abi, si.entry.args, err);
     } else if (trapped && si.op == SI_ENTRY) {
-        thr(tid)->pass_notif = 1; /* decided: its seccomp stop or notification passes */
+        pass_set(tid, si.entry.nr, si.entry.args); /* decided: its seccomp stop or notification passes */
     }
     resume(tid, PTRACE_CONT, 0);
     return 0;

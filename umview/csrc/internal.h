@@ -128,7 +128,7 @@ struct um_thread {
                                * does, so a relative path without ".." needs no Python */
     unsigned redirected : 1;  /* a notification needs Python: interrupted, its restart awaited */
     unsigned await_entry : 1; /* resumed with PTRACE_SYSCALL for the restarted call's entry stop */
-    unsigned pass_notif : 1;  /* handled at its entry stop: let its coming notification through */
+    unsigned pass_notif : 1;  /* decided at a stop: let its coming notification through (pass_set) */
     unsigned need_filter : 1; /* its process lacks the filter of the current traps: stack one
                                * on it at its next interrupt stop (um_filter_inject) */
     unsigned injected : 1;    /* um_inject ran: the pending call waits at its syscall-entry stop */
@@ -142,6 +142,7 @@ struct um_thread {
     unsigned seccomp_redirect : 1; /* its restart's entry stop is its inner tracer's seccomp stop */
     uint32_t seccomp_data;    /* ... with this SECCOMP_RET_DATA */
     unsigned seccomp_stand_in : 1; /* held at that entry stop: its filters' TRACE was reported */  /* its ptrace options change at its next stop (it was running) */
+    uint64_t pass_nr, pass_args[6]; /* ... that call: its number (as the kernel sees it), arguments */
     long wait_nr;             /* blocked in a wait made pause: restart as this call (um_set_wait_nr) */
     struct um_note *note;     /* redirected: the decision for the restart (decide once) */
     struct own_filter *own;   /* the seccomp filters it installed itself, newest first
@@ -187,6 +188,8 @@ int refusal(pid_t tid, int d);
 
 /* filter.c */
 int any_notif(void);
+void pass_set(pid_t tid, uint64_t nr, const uint64_t *args); /* thread.c */
+int pass_taken(pid_t tid, uint64_t nr, const uint64_t *args);
 int notifies_again(int abi, long nr, const uint64_t *args); /* filter.c */
 int monitor_may_trace(int abi, uint64_t nr, const uint64_t *args);
 int own_filter_call(int abi, uint64_t nr, const uint64_t *args);

@@ -165,14 +165,14 @@ void finish_reply(struct um_event *ev)
                 if (abi == UM_ABI_X32)
                     nr &= ~X32_BIT;
                 if (nr >= 0 && nr < MAX_NR && trap[abi][nr])
-                    thr(tid)->pass_notif = 1;
+                    pass_set(tid, (uint64_t)ev->nr, ev->args);
             } else if ((ev->changed & UM_CHANGED_NR) && notifies_again(abi, ev->nr, ev->args)) {
                 /* its number changed at a seccomp stop: the kernel checks the
                  * new call again, and a notification of it must pass without
                  * a second look (sent to Python, the call would restart after
                  * its exit stop restored the arguments: fchmod made fchmodat
                  * got EFAULT) */
-                thr(tid)->pass_notif = 1;
+                pass_set(tid, (uint64_t)ev->nr, ev->args);
             }
             if (ev->reply == UM_REPLY_CONTINUE_AFTER) {
                 thr(tid)->exit_wanted = 1;
@@ -399,9 +399,8 @@ int um_next(struct um_event *ev)
         if (sig == SIGTRAP && event == PTRACE_EVENT_SECCOMP) {
             stats.seccomp_stops++;
             if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof si, &si) <= 0 || si.op != SI_SECCOMP ||
-                thr(tid)->pass_notif) {
-                /* pass_notif: a call Python saw at its entry stop (after um_inject) */
-                thr(tid)->pass_notif = 0;
+                pass_taken(tid, si.seccomp.nr, si.seccomp.args)) {
+                /* a call decided at its entry stop (after um_inject) */
                 resume(tid, PTRACE_CONT, 0);
                 continue;
             }
@@ -501,6 +500,7 @@ int um_next(struct um_event *ev)
             }
             /* a syscall-exit stop */
             stats.exit_stops++;
+            thr(tid)->pass_notif = 0; /* its call is over, whether or not its check came (pass_taken) */
             own_filter_exit(tid, &si); /* a filter of its own installed (ownseccomp.c) */
             if (!thr(tid)->exit_wanted || si.op != SI_EXIT) {
                 thr(tid)->exit_wanted = 0;

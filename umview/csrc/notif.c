@@ -38,8 +38,8 @@ void serve_notification(int may_hand)
     resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
     if (thr(tid)->injecting) {
         /* a call um_inject runs: the monitor's own, no look */
-    } else if (thr(tid)->pass_notif) {
-        thr(tid)->pass_notif = 0;
+    } else if (pass_taken(tid, req.data.nr, (const uint64_t *)req.data.args)) {
+        /* decided at a stop (pass_set) */
     } else if (own_trace_notif(&req)) {
         return; /* its own filter's TRACE (ownseccomp.c): answered or taken */
     } else {

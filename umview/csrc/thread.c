@@ -175,6 +175,33 @@ struct um_note *note_take(pid_t tid, int abi, uint64_t nr, const uint64_t *args)
     return n;
 }
 
+/* The call of thread tid decided at a stop (its number as the kernel sees
+ * it, its arguments as they run) is let through at its coming seccomp check
+ * without a second look: the kernel checks it after an entry stop, and again
+ * after a seccomp stop that changed its number. */
+void pass_set(pid_t tid, uint64_t nr, const uint64_t *args)
+{
+    struct um_thread *t = thr(tid);
+    t->pass_notif = 1;
+    t->pass_nr = nr;
+    memcpy(t->pass_args, args, sizeof t->pass_args);
+}
+
+/* Is this notification or seccomp stop of tid (nr, args) the call pass_set
+ * named? The pass is used up either way, and by the call's exit stop: a
+ * signal may end the call before its notification is received, and what
+ * comes then (the call restarted with the arguments its exit stop put back,
+ * or a call of the signal handler) must be looked at again. A pass that was
+ * not used up let stress-ng's unlink and open(O_CREAT), restarted after a
+ * SIGALRM with their own paths, run on the real tree. */
+int pass_taken(pid_t tid, uint64_t nr, const uint64_t *args)
+{
+    struct um_thread *t = thr(tid);
+    int same = t->pass_notif && t->pass_nr == nr && memcmp(t->pass_args, args, sizeof t->pass_args) == 0;
+    t->pass_notif = 0;
+    return same;
+}
+
 pid_t thread_max_seen(void) { return max_seen; }
 
 int um_set_vcwd(int tid, int on)
