@@ -304,12 +304,16 @@ class Sandbox:
         self.preset = preset
         self.dir = tempfile.mkdtemp(prefix="umview-sandbox-")
         janitor.remove_at_death(self.dir)  # also if umview is killed
+        # every user of the view reaches the layer and the private /tmp
+        # through it (a root sandbox whose command drops to another user);
+        # nobody may list it
+        os.chmod(self.dir, 0o711)
         self.tmp = os.path.join(self.dir, "tmp")
         os.mkdir(self.tmp)
         os.chmod(self.tmp, 0o1777)  # as /tmp
         if keep_layer is not None:
             self.layer = os.path.abspath(keep_layer)
-            os.makedirs(self.layer, 0o700, exist_ok=True)
+            os.makedirs(self.layer, 0o755, exist_ok=True)  # as a fresh layer: the mode of /
         else:
             self.layer = os.path.join(self.dir, "layer")
         if not os.path.realpath(self.layer).startswith("/tmp/"):

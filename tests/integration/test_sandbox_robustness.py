@@ -119,3 +119,29 @@ def test_calls_restarted_after_a_signal_are_looked_at_again(storm_writes, victim
                        capture_output=True, timeout=120, env=dict(os.environ, UMVIEW_NOTIF=notif))
     assert r.stdout == f"rounds: {rounds}, no failure\n".encode(), r.stderr
     assert os.listdir(os.path.join(victim, "sub")) == []
+
+
+# The sandbox's directory (mode 0700, root's) held the layer and the private
+# /tmp: a command of a root sandbox that switched to another user (su,
+# setpriv, a daemon or apt dropping privileges) got EACCES for /tmp and for
+# every file the view had copied up; trinity run so looped forever
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_root_sandbox_serves_its_processes_that_switch_to_another_user(victim, keep):
+    need_user("root")
+    need("setpriv")
+    script = f"touch /tmp/x && echo tmp && echo changed > {victim}/f && cat {victim}/f"
+    native = subprocess.run(as_user("nobody", ["sh", "-c", script.replace("/tmp/x", f"{victim}/x")]),
+                            capture_output=True)
+    assert native.stdout == b"tmp\nchanged\n", native.stderr
+    os.unlink(os.path.join(victim, "x"))
+    with open(os.path.join(victim, "f"), "w") as f:
+        f.write("f\n")
+    layer = tempfile.mkdtemp(prefix="umview-robust-layer-", dir="/var/tmp")
+    os.rmdir(layer)  # --keep-layer makes it
+    try:
+        r = subprocess.run(umview_for("root", "--sandbox", *(["--keep-layer", layer] if keep else []), "--",
+                                      *as_user("nobody", ["sh", "-c", script])), capture_output=True, timeout=120)
+    finally:
+        shutil.rmtree(layer, ignore_errors=True)
+    assert r.stdout == b"tmp\nchanged\n", r.stderr
+    assert open(os.path.join(victim, "f")).read() == "f\n"
