@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 
 import pytest
 
@@ -145,3 +146,25 @@ def test_a_root_sandbox_serves_its_processes_that_switch_to_another_user(victim,
         shutil.rmtree(layer, ignore_errors=True)
     assert r.stdout == b"tmp\nchanged\n", r.stderr
     assert open(os.path.join(victim, "f")).read() == "f\n"
+
+
+# The janitor (umview/janitor.py) was forked before the monitor made itself
+# not dumpable: a process of the view running as the same user could ptrace
+# it (stopped, it outlives the monitor: "a process named umview still
+# running after the monitor returned"; driven, it writes the real tree) or
+# read its memory. It is now not dumpable, and named umview-janitor.
+def test_a_nobody_sandbox_cannot_reach_its_janitor():
+    need_user("nobody")
+    peek = 'for p in $(pgrep -x -u nobody umview-janitor); do head -c0 /proc/$p/environ && echo open; done; echo end'
+    # natively nobody reads a process of its own that is dumpable
+    sleeper = subprocess.Popen(as_user("nobody", ["sleep", "30"]))
+    try:
+        time.sleep(0.2)
+        native = subprocess.run(as_user("nobody", ["sh", "-c", f"head -c0 /proc/{sleeper.pid}/environ && echo open"]),
+                                capture_output=True)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert native.stdout == b"open\n", native.stderr
+    r = subprocess.run(umview_for("nobody", "--sandbox", "--", "sh", "-c", peek), capture_output=True, timeout=120)
+    assert r.stdout == b"end\n" and b"Permission denied" in r.stderr, r.stdout + r.stderr
