@@ -702,6 +702,8 @@ FD_IOCTLS = {
     0x800C6613: None,        # FS_IOC_SET_ENCRYPTION_POLICY
     0x41009432: None,        # FS_IOC_SETFSLABEL
 }
+# _copied_up_fd: the fd's lower file is no longer in the view
+GONE = object()
 ACCESS = frozenset({"access", "faccessat", "faccessat2"})
 W_OK = 2
 # calls that act on a directory of the view, which a listing directory stands for
@@ -1398,6 +1400,8 @@ class LayeredMount(RedirectMount):
         rel = self._copied_up_fd(call)
         if rel is None:
             return CONTINUE
+        if rel is GONE:
+            return Skip(0)
         name, args = FD_CHANGES[call.name]
         real = self.layers.up(rel)
         where = call.alloc(len(real) + 1)
@@ -1422,6 +1426,8 @@ class LayeredMount(RedirectMount):
             return CONTINUE
         if how is None:
             return Skip.errno(errno.EPERM)
+        if rel is GONE:
+            return Skip(0)
         size = (request >> 16) & 0x3FFF
         arg = call.read_mem(call.args[2], size)
         if how != request:  # a 32-bit int request, made as the 64-bit one
@@ -1434,11 +1440,21 @@ class LayeredMount(RedirectMount):
             os.close(fd)
         return Skip(0)
 
+    def _is_lower(self, call, fd, rel):
+        """Is the file of the process's fd the lower layer's file at rel?"""
+        try:
+            st = os.stat(f"/proc/{call.tid}/fd/{fd}")
+        except OSError:
+            return False
+        low = _lstat(self.layers.low(rel))
+        return low is not None and (low.st_dev, low.st_ino) == (st.st_dev, st.st_ino)
+
     def _copied_up_fd(self, call):
         """For a call that changes the file of its fd (argument 0): the
         view's rel of that file once it is in the upper layer (copied up if
         it was a lower one), or None if the kernel may make the call as it is
-        (not this mount's, an upper or writable lower file, an O_PATH fd)."""
+        (not this mount's, an upper or writable lower file, an O_PATH fd);
+        GONE for a lower file the view no longer shows: nothing to change."""
         fd = call.fd
         if fd < 0:
             return None
@@ -1457,6 +1473,12 @@ class LayeredMount(RedirectMount):
         if rel is None or flags & O_PATH:
             return None
         node = self._probe(call, rel)
+        if node.lower is None and self._is_lower(call, fd, rel):
+            # a lower file the view has removed or replaced since the fd was
+            # opened: its name shows no copy to change, and the real file
+            # must stay (as for a copied-up file, the fd keeps showing the
+            # lower one)
+            return GONE
         if not node.exists:
             return None  # an unlinked file: the kernel's
         if node.upper is None:

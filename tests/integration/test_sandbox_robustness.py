@@ -168,3 +168,40 @@ def test_a_nobody_sandbox_cannot_reach_its_janitor():
     assert native.stdout == b"open\n", native.stderr
     r = subprocess.run(umview_for("nobody", "--sandbox", "--", "sh", "-c", peek), capture_output=True, timeout=120)
     assert r.stdout == b"end\n" and b"Permission denied" in r.stderr, r.stdout + r.stderr
+
+
+# fchmod of an fd of a lower file or directory that the view has removed
+# since (trinity: rmdir of the victim's subdirectory, then fchmod of the fd
+# its main process had opened): the view had no such name, took the fd for
+# one of an unlinked file, and let the kernel change the real file
+GONE_SCRIPT = r"""
+import os, sys
+d = sys.argv[1]
+fds = [os.open(d + "/sub", os.O_RDONLY), os.open(d + "/f", os.O_RDONLY)]
+os.rmdir(d + "/sub")
+os.unlink(d + "/f")
+for fd in fds:
+    os.fchmod(fd, 0o4700)
+print("done")
+"""
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_fchmod_of_an_fd_whose_lower_file_the_view_removed_leaves_the_real_file(victim, user):
+    need_user(user)
+    native = tempfile.mkdtemp(prefix="umview-robust-native-", dir="/var/tmp")
+    try:
+        os.mkdir(native + "/sub")
+        open(native + "/f", "w").close()
+        # natively the removed file's inode does change (its fd shows it)
+        ref = subprocess.run(["python3", "-c", GONE_SCRIPT.replace('print("done")',
+                                                                   'print(oct(os.fstat(fds[0]).st_mode & 0o7777))'),
+                              native], capture_output=True)
+        assert ref.stdout == b"0o4700\n", ref.stderr
+    finally:
+        shutil.rmtree(native)
+    before = [os.stat(os.path.join(victim, n)).st_mode for n in ("sub", "f")]
+    r = subprocess.run(umview_for(user, "--sandbox", "--", "python3", "-c", GONE_SCRIPT, victim), capture_output=True,
+                       timeout=120)
+    assert r.stdout == b"done\n", r.stderr
+    assert [os.stat(os.path.join(victim, n)).st_mode for n in ("sub", "f")] == before
