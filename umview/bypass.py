@@ -1,5 +1,5 @@
-"""Calls that would reach files by a way no path engine sees, refused in a
-view whose modules serve paths (redirecting or layered mounts).
+"""Calls that would reach files by a way no path engine sees, refused or
+emulated in a view whose modules serve paths (redirecting or layered mounts).
 
 - io_uring_setup: the operations of a ring (IORING_OP_OPENAT, RENAMEAT,
   UNLINKAT, MKDIRAT, ...) are run by the kernel without a system call the
@@ -10,21 +10,83 @@ view whose modules serve paths (redirecting or layered mounts).
 - open_by_handle_at: opens a file by its handle (name_to_handle_at), not its
   path, so what a mount shows there is skipped. EPERM, what the kernel
   answers a caller without CAP_DAC_READ_SEARCH (every normal user).
+- prctl(PR_SET_DUMPABLE, 0), for a monitor without CAP_SYS_PTRACE (a normal
+  user's): the kernel would refuse the monitor the process's memory and its
+  /proc/PID/cwd and fd/N, so the view could no longer see its paths (its
+  file calls would fail with EACCES: ssh-agent, gpg-agent and trinity's
+  children make themselves so). The call succeeds and PR_GET_DUMPABLE
+  answers what the process set, until its next exec, as the kernel would;
+  the process stays readable by its tracer (and by the user's other
+  processes, which the flag would have kept out). A root monitor leaves the
+  call to the kernel: it reads such processes anyway.
 
 The cwd tracker's companion: registered with it (umview.assembly).
 """
 import errno
+import os
 
-from umview.engine import Engine, Skip
+from umview import fdpass
+from umview.engine import CONTINUE, Engine, Skip
+
+PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
 
 
 class PathBypass(Engine):
     name = "pathbypass"
-    description = "io_uring_setup (ENOSYS) and open_by_handle_at (EPERM) refused: they bypass the view's paths"
+    description = ("io_uring_setup (ENOSYS) and open_by_handle_at (EPERM) refused: they bypass the view's paths; "
+                   "PR_SET_DUMPABLE emulated for a normal user's monitor")
     syscalls = frozenset({"io_uring_setup", "open_by_handle_at"})
     per_view = "pathbypass"
 
+    def __init__(self):
+        self.dumpable = {}  # tgid -> the flag the process set (emulated)
+        if os.geteuid() != 0:
+            self.value_syscalls = {"prctl": (0, frozenset({PR_GET_DUMPABLE, PR_SET_DUMPABLE}))}
+
+    def wants(self, call):
+        if call.name == "prctl":
+            return call.args[0] & 0xFFFFFFFF in (PR_GET_DUMPABLE, PR_SET_DUMPABLE)
+        return call.name in self.syscalls
+
     def enter(self, call):
+        if call.name == "prctl":
+            return self._dumpable(call)
         if call.name == "io_uring_setup":
             return Skip.errno(errno.ENOSYS)
         return Skip.errno(errno.EPERM)
+
+    def _dumpable(self, call):
+        try:
+            tgid = fdpass.tgid_of(call.tid)
+        except OSError:
+            return CONTINUE
+        if call.args[0] & 0xFFFFFFFF == PR_GET_DUMPABLE:
+            return Skip(self.dumpable[tgid]) if tgid in self.dumpable else CONTINUE
+        value = call.args[1]
+        if value not in (0, 1):
+            return CONTINUE  # the kernel's EINVAL (2, SUID_DUMP_ROOT, is refused too)
+        if value == 1:
+            self.dumpable.pop(tgid, None)
+            return CONTINUE
+        self.dumpable[tgid] = 0
+        return Skip(0)
+
+    # the flag belongs to the process's memory: a fork copies it, an exec resets it
+    def on_fork(self, parent_tid, child_tid, thread):
+        if thread or not self.dumpable:
+            return
+        try:
+            parent = fdpass.tgid_of(parent_tid)
+        except OSError:
+            return
+        if parent in self.dumpable:
+            self.dumpable[child_tid] = self.dumpable[parent]
+
+    def on_exec(self, tid, former_tid):
+        if self.dumpable:
+            self.dumpable.pop(tid, None)
+            self.dumpable.pop(former_tid, None)
+
+    def on_exit(self, tid):
+        if self.dumpable:
+            self.dumpable.pop(tid, None)  # the leader's tid is the tgid
