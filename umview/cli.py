@@ -65,6 +65,10 @@ def build_parser():
     p.add_argument("--keep-layer", metavar="DIR",
                    help="with --sandbox: the layer is DIR (made if missing) and is kept; a later "
                    "--sandbox --keep-layer DIR sees what this one changed")
+    p.add_argument("--sandbox-keep", metavar="DIR", action="append", default=[],
+                   help="with --sandbox: DIR, under /tmp, stays visible in the sandbox (copy-on-write, as "
+                   "the rest of /) although the sandbox's /tmp is its own; repeat for more (the current "
+                   "directory always does: a virtualenv or a project under /tmp)")
     p.add_argument("--report", metavar="FILE",
                    help="with --sandbox: when COMMAND ends, write what it changed in the layer (created, "
                    "modified, deleted, renamed) as JSON to FILE ('-': stdout) and a summary on stderr; "
@@ -296,12 +300,13 @@ class Sandbox:
     removed when the view ends. The layer's files are the user's (a cow
     view copies up as the user; docs/modules.md, viewfs)."""
 
-    def __init__(self, preset, keep_layer=None):
+    def __init__(self, preset, keep_layer=None, keep=()):
         import tempfile
 
         from umview import janitor
 
         self.preset = preset
+        self.keep = [os.path.realpath(k) for k in keep]
         self.dir = tempfile.mkdtemp(prefix="umview-sandbox-")
         janitor.remove_at_death(self.dir)  # also if umview is killed
         # every user of the view reaches the layer and the private /tmp
@@ -342,10 +347,12 @@ class Sandbox:
             cwd = os.path.realpath(os.getcwd())
         except OSError:
             cwd = "/"
-        if cwd.startswith("/tmp/") and ":" not in cwd and ";" not in cwd and "," not in cwd:
-            # the directory the sandbox starts in stays (copy-on-write): a
-            # command run from a project under /tmp finds it
-            tmp["except"] = cwd
+        # the directory the sandbox starts in stays (copy-on-write): a
+        # command run from a project under /tmp finds it; so do --sandbox-keep's
+        keep = [d for d in dict.fromkeys([cwd, *self.keep])
+                if d.startswith("/tmp/") and not any(c in d for c in ":;,")]
+        if keep:
+            tmp["except"] = ":".join(keep)
         specs.append(("viewfs", tmp))
         if self.preset != "net":
             specs.append(("vnet", {"null": True}))
@@ -411,7 +418,7 @@ def main(argv=None):
     sandbox = None
     if args.sandbox:
         try:
-            sandbox = Sandbox(args.sandbox, args.keep_layer)
+            sandbox = Sandbox(args.sandbox, args.keep_layer, args.sandbox_keep)
         except OSError as exc:
             print(f"umview: --sandbox: {exc.filename}: {exc.strerror}", file=sys.stderr)
             return 2

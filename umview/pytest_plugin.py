@@ -113,6 +113,19 @@ def _command(config):
     return [sys.executable, "-m", "pytest", *args]
 
 
+def _session_dirs():
+    """What the session's python needs under /tmp, which the sandbox's own
+    /tmp would hide: its prefix (a virtualenv), its executable's directory
+    and its import path (an editable install's source tree)."""
+    dirs = [sys.prefix, os.path.dirname(sys.executable)] + [p for p in sys.path if p and os.path.isdir(p)]
+    out = []
+    for d in dirs:
+        real = os.path.realpath(d)
+        if real.startswith("/tmp/") and not any(real == o or real.startswith(o + "/") for o in out):
+            out.append(real)
+    return out
+
+
 class Sandboxed:
     """The session run in umview --sandbox by a child of this process (a
     fork: the same interpreter, modules and sys.path; umview's main ends its
@@ -131,7 +144,8 @@ class Sandboxed:
         parent = tempfile.mkdtemp(prefix="umview-pytest-")
         layer = os.path.join(parent, "layer")
         try:
-            status = self._monitor([f"--sandbox={self.preset}", "--keep-layer", layer, "--", *command])
+            keep = [a for d in _session_dirs() for a in ("--sandbox-keep", d)]
+            status = self._monitor([f"--sandbox={self.preset}", "--keep-layer", layer, *keep, "--", *command])
             try:
                 found = layerdiff.changes(layer)
             except OSError as exc:
