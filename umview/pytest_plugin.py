@@ -116,10 +116,13 @@ def _command(config):
 def _session_dirs():
     """What the session's python needs under /tmp, which the sandbox's own
     /tmp would hide: its prefix (a virtualenv), its executable's directory
-    and its import path (an editable install's source tree)."""
+    and its import path, and where its modules came from (an editable
+    install's source tree is no entry of the path)."""
     dirs = [sys.prefix, os.path.dirname(sys.executable)] + [p for p in sys.path if p and os.path.isdir(p)]
+    dirs += [os.path.dirname(f) for f in (getattr(m, "__file__", None) for m in list(sys.modules.values()))
+             if isinstance(f, str) and f.startswith("/tmp/")]
     out = []
-    for d in dirs:
+    for d in sorted(dirs, key=len):
         real = os.path.realpath(d)
         if real.startswith("/tmp/") and not any(real == o or real.startswith(o + "/") for o in out):
             out.append(real)
