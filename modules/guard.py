@@ -85,7 +85,7 @@ class Guard(Engine):
             return
         if tid != getattr(view.monitor, "first_pid", None):
             return
-        left = _tracees(exclude=tid)
+        left = core.tracees(exclude=tid)
         if not left:
             return
         log.info("guard: the command is over: ending %d process(es) left in the view", len(left))
@@ -129,23 +129,6 @@ class Guard(Engine):
             return False
         link = core.proc_link(call.tid, core.signed32(call.args[0]))
         return link is None or link.startswith(b"mnt:")
-
-
-def _tracees(exclude):
-    """The pids of the processes this monitor traces (thread group leaders),
-    but exclude."""
-    me = b"%d" % os.getpid()
-    pids = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == exclude:
-            continue
-        try:
-            st = core.proc_status(int(name), "State", "TracerPid")
-        except OSError:
-            continue  # gone meanwhile
-        if st.get("TracerPid") == [me] and st.get("State", [b"Z"])[0] not in (b"Z", b"X"):
-            pids.append(int(name))
-    return pids
 
 
 def _signal(pids, sig):

@@ -101,6 +101,23 @@ def signed32(value):
     return value - (1 << 32) if value & 0x80000000 else value
 
 
+def tracees(exclude=None):
+    """The pids of the live processes (thread group leaders) this monitor
+    traces, but exclude: one pass over /proc."""
+    me = b"%d" % os.getpid()
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == exclude:
+            continue
+        try:
+            st = proc_status(int(name), "State", "TracerPid")
+        except OSError:
+            continue  # gone meanwhile
+        if st.get("TracerPid") == [me] and st.get("State", [b"Z"])[0] not in (b"Z", b"X"):
+            pids.append(int(name))
+    return pids
+
+
 def proc_status(tid, *keys):
     """Fields of /proc/TID/status: {key: its words} for each key asked
     ("Tgid", "Uid", ...), read up to the last of them; a key the file lacks

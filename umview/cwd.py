@@ -35,7 +35,7 @@ import errno
 import os
 import re
 
-from umview import core
+from umview import core, fdpass
 from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip, _normalize, under_any
 from umview.pathwalk import plain_path, walk
 from umview.service import ViewLookup, realize
@@ -404,12 +404,7 @@ class CwdTracker(Engine):
         who, task, what, fd, after = m.groups()
         if after is None and not follow:
             return None  # the link itself (readlink, lstat): the kernel's
-        if who == b"self":
-            pid = self._tgid(call.tid)
-        elif who == b"thread-self":
-            pid = call.tid
-        else:
-            pid = int(who)
+        pid = fdpass.proc_pid(who, call.tid, self._tgid)
         tid = int(task) if task else pid
         if what == b"root":
             base = b"/"

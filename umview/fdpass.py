@@ -91,6 +91,16 @@ def tgid_of(tid):
     return int(tgid[0])
 
 
+def proc_pid(who, tid, tgid=tgid_of):
+    """The pid a /proc/WHO path names for thread tid: "self" its process
+    (tgid(tid)), "thread-self" the thread, else the number."""
+    if who == b"self":
+        return tgid(tid)
+    if who == b"thread-self":
+        return tid
+    return int(who)
+
+
 def _check(result, what):
     if result < 0:
         raise OSError(-result, f"{what} in the tracee: {os.strerror(-result)}")

@@ -273,12 +273,7 @@ class MountTable(Engine):
         else:
             m = self.FILES.match(p)
             who, kind = m.group(2) or m.group(1), m.group(3)
-        if who == b"self":
-            pid = fdpass.tgid_of(call.tid)
-        elif who == b"thread-self":
-            pid = call.tid
-        else:
-            pid = int(who)
+        pid = fdpass.proc_pid(who, call.tid)
         flags = call.arg("flags") if call.name != "openat2" else 0
         if call.name == "openat2" or (flags & 3) != os.O_RDONLY:
             return CONTINUE  # the kernel says what writing to it does
@@ -574,15 +569,9 @@ class Fs(Module):
             self.command_done = True
         if not self.command_done or not any(m.opaque for m in self.mounts):
             return
-        me = b"%d" % os.getpid()
-        for name in os.listdir("/proc"):
-            if not name.isdigit() or int(name) == tid:
-                continue
+        for pid in core.tracees(exclude=tid):
             try:
-                st = core.proc_status(int(name), "State", "TracerPid")
-                if st.get("TracerPid") != [me] or st.get("State", [b"Z"])[0] in (b"Z", b"X"):
-                    continue
-                if not _holds_dev_fuse(name):
+                if not _holds_dev_fuse(str(pid)):
                     return  # a process of the view that still runs: the mounts stay
             except OSError:
                 continue  # gone meanwhile
