@@ -20,7 +20,11 @@ normal user gets from them natively:
 - the monitor itself, for root (a normal user is kept out by the monitor
   not being dumpable; root's CAP_SYS_PTRACE outranks that): opening its
   /proc/PID/mem, environ, pagemap, map_files and fd (the seccomp listener:
-  EACCES), process_vm_readv/writev and pidfd_open of its pid (EPERM).
+  EACCES), process_vm_readv/writev and pidfd_open of its pid (EPERM);
+- any process's memory by its /proc/PID/mem (or task/TID/mem) opened for
+  writing (EACCES): such writes ignore page protections, and would reach
+  the read-only memory the kernel reads pinned paths from (docs/internals.md,
+  "Pinned paths"); process_vm_writev honours them.
 
 A refusal is logged once per call name. Nothing here is a path of its own:
 the module claims only these rare calls.
@@ -59,6 +63,10 @@ MACHINE = frozenset({"acct", "swapon", "swapoff", "reboot", "kexec_load", "kexec
 BY_PID = ("process_vm_readv", "process_vm_writev", "pidfd_open")
 # what a process may not open in the monitor's /proc/PID (or task/TID)
 MONITOR_FILES = rb"(?:task/[0-9]+/)?(?:mem|environ|pagemap|map_files|fd)(?:/.*)?"
+# any process's memory file, and the opens that could write through it
+PROC_MEM = re.compile(rb"/proc/[^/]+/(?:task/[^/]+/)?mem\Z", re.S)
+OPENS = {"open": "flags", "openat": "flags", "creat": None}
+O_ACCMODE = 3
 
 
 class Guard(Engine):
@@ -99,10 +107,33 @@ class Guard(Engine):
             return True
         if call.name in BY_PID:
             return call.args[0] & 0xFFFFFFFF == int(self.proc[6:])
-        return any(p is not None and self.monitor_file.match(p) for p in call.paths())
+        return any(p is not None and self.monitor_file.match(p) for p in call.paths()) or self._mem_write(call)
+
+    @staticmethod
+    def _mem_write(call):
+        """Does the call open some process's /proc/PID/mem for writing?"""
+        if call.name == "openat2":
+            try:
+                flags = int.from_bytes(call.read_mem(call.args[2], 8), "little") if call.args[3] >= 8 else 0
+            except OSError:
+                return False  # the kernel's EFAULT
+        elif call.name in OPENS:
+            arg = OPENS[call.name]
+            flags = 1 if arg is None else call.arg(arg)
+        else:
+            return False
+        if not flags & O_ACCMODE:
+            return False
+        return any(p is not None and PROC_MEM.match(p) for p in call.paths())
 
     def enter(self, call):
         name = call.name
+        if name not in self.syscalls and self._mem_write(call):
+            if "mem" not in self.told:
+                self.told.add("mem")
+                log.warning("guard: opening /proc/PID/mem for writing refused (EACCES): it writes past "
+                            "page protections (docs/security.md)")
+            return Skip.errno(errno.EACCES)
         if name not in self.syscalls:
             if name not in self.told:
                 self.told.add(name)

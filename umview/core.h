@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 15
+#define UM_CORE_VERSION 16
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -120,6 +120,12 @@ struct um_event {
     char path[UM_PATH_SLOTS][UM_PATH_BUF];
     int path_len[UM_PATH_SLOTS];
     int path_kind[UM_PATH_SLOTS];
+    /* ... and each path argument as C read it from the process's memory
+     * (raw[i], raw_len[i] bytes: "" for an empty path), -1 where C read none:
+     * what Python decides on too (Call.read_string), so that a path another
+     * thread changes meanwhile cannot make the two disagree */
+    char raw[UM_PATH_SLOTS][UM_PATH_BUF];
+    int raw_len[UM_PATH_SLOTS];
     /* filled in by Python before the next um_next() call */
     int reply;
     int changed;
@@ -152,6 +158,8 @@ struct um_stats {
                                * (each also said on stderr; see docs/internals.md) */
     uint64_t own_trace;       /* seccomp stops of a RET_TRACE of the process's own filter
                                * (without an inner tracer: failed with ENOSYS) */
+    uint64_t pinned;          /* calls let through with their paths pinned (pin.c) */
+    uint64_t regions;         /* regions mapped for pinned paths (one per memory that needed one) */
 };
 
 int um_core_version(void);
@@ -315,6 +323,15 @@ int um_set_vcwd(int tid, int on);
  * could not be run (-ESRCH: the thread died; -EINVAL: no such pending call).
  * See docs/internals.md, "Injecting a call". */
 int um_inject(int tid, int abi, long nr, const uint64_t *args, int64_t *result);
+/* Copy a path (len bytes, NUL added) that a call at tid's stop (the one
+ * Python holds) is made to read into page `page` (0-3) of tid's slot of its
+ * pinned-path region, read-only for the process (pin.c; the region is mapped
+ * by an injected mmap the first time): its address, 0 if tid's memory has no
+ * other user (the stack will do), or -errno. */
+int64_t um_pin_string(int tid, int abi, int page, const char *data, int len);
+/* Does tid's memory have another user (a thread, a CLONE_VM process), or
+ * is that not known? Then its paths are pinned (pin.c). */
+int um_mm_shared(int tid);
 /* Complete the UM_EV_NOTIF call Python holds with a copy of the monitor's
  * fd srcfd, installed at the caller's lowest free number with newfd_flags
  * (O_CLOEXEC or 0), in one step (SECCOMP_IOCTL_NOTIF_ADDFD with

@@ -8,7 +8,7 @@ import errno
 import functools
 import os
 
-_EXPECTED_VERSION = 15
+_EXPECTED_VERSION = 16
 
 try:
     from umview._umcore import ffi, lib
@@ -47,6 +47,14 @@ def write_mem(tid, addr, data):
     n = check(lib.um_write_mem(tid, addr, data, len(data)))
     if n != len(data):
         raise OSError(errno.EFAULT, os.strerror(errno.EFAULT))
+
+
+def pin_string(tid, abi_id, page, data):
+    """Copy data (a path, without its NUL) into page ``page`` of the thread's
+    slot of the read-only region for pinned paths (um_pin_string): its
+    address, or 0 if its memory has no other user (then the stack will do).
+    The thread must be at the stop Python holds."""
+    return check(lib.um_pin_string(tid, abi_id, page, data, len(data)))
 
 
 _PATH_MAX = 4096

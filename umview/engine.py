@@ -193,6 +193,8 @@ _ABI_IDS = {"x86_64": 0, "i386": 1, "x32": 2}  # UM_ABI_* of core.h
 _RED_ZONE = 128
 _O_CLOEXEC = 0o2000000
 _SCRATCH_LIMIT = 64 * 1024
+# pages of a thread's slot in the region for pinned paths (pin.c REGION_PAGES)
+_PIN_PAGES = 4
 
 
 class _State:
@@ -251,6 +253,7 @@ class Call:
         self._strings = {}  # argument index -> (address, limit, bytes or OSError): each read once
         self._state = None
         self._scratch = sp - _RED_ZONE
+        self._pinned_pages = 0  # pages of the thread's pinned-path slot used (set_string)
 
     def __repr__(self):
         return f"<Call {self.name} tid={self.tid} args={[hex(a) for a in self.args]}>"
@@ -342,6 +345,38 @@ class Call:
             raise OSError(hit[2].errno, hit[2].strerror)
         return hit[2]
 
+    def known_string(self, index, value):
+        """Take ``value`` as string argument ``index`` (read by the C core):
+        read_string gives it without reading the process's memory again."""
+        addr = self.args[index]
+        if self.abi == "i386":
+            addr &= 0xFFFFFFFF
+        self._strings[index] = (addr, 4096, value)
+
+    def pin_paths(self):
+        """Make each path argument the engines read (and none rewrote) point
+        at a copy of what they read, in memory the process cannot write
+        (um_pin_string), if another thread of execution shares its memory:
+        the kernel then reads what was decided on. The argument registers
+        are put back at the call's exit."""
+        if self.notified:
+            return
+        for index in self.path_indices:
+            hit = self._strings.get(index)
+            if hit is None or isinstance(hit[2], OSError) or self._pinned_pages >= _PIN_PAGES:
+                continue
+            addr = self.args[index]
+            if self.abi == "i386":
+                addr &= 0xFFFFFFFF
+            if addr != hit[0] or addr != (self.orig_args[index] & (0xFFFFFFFF if self.abi == "i386" else ~0)):
+                continue  # rewritten (set_string pinned it)
+            pinned = core.pin_string(self.tid, self.abi_id, self._pinned_pages, hit[2])
+            if not pinned:
+                return  # no other user of its memory
+            self._pinned_pages += 1
+            self.args[index] = pinned
+            self._strings[index] = (pinned, hit[1], hit[2])
+
     def read_mem(self, addr, size):
         return core.read_mem(self.tid, addr, size)
 
@@ -365,9 +400,18 @@ class Call:
         """Make argument ``index`` point at a copy of ``value`` (bytes)."""
         if isinstance(value, str):
             value = value.encode()
-        data = value + b"\0"
-        addr = self.alloc(len(data))
-        self.write_mem(addr, data)
+        self._need_stop("set_string")
+        addr = 0
+        if len(value) < 4096 and self._pinned_pages < _PIN_PAGES:
+            # where another thread sharing the memory cannot change it before
+            # the kernel reads it (0: no such thread, the stack will do)
+            addr = core.pin_string(self.tid, self.abi_id, self._pinned_pages, value)
+            if addr:
+                self._pinned_pages += 1
+        if not addr:
+            data = value + b"\0"
+            addr = self.alloc(len(data))
+            self.write_mem(addr, data)
         self.args[index] = addr
         self._paths = None
         self._strings.pop(index, None)

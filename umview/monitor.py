@@ -469,7 +469,7 @@ class Stats:
     FIELDS = ("stops", "seccomp_stops", "exit_stops", "fast_continue", "python_events", "skipped",
               "rewritten", "path_reads", "refused", "signals", "group_stops", "processes",
               "notifications", "layer_walks", "injected", "inject_failed", "notif_events", "addfd",
-              "decided_once", "notif_stale", "write_failed", "own_trace")
+              "decided_once", "notif_stale", "write_failed", "own_trace", "pinned", "regions")
 
     def __init__(self, **counts):
         for f in self.FIELDS:
@@ -494,6 +494,8 @@ class Stats:
                 f"  trapped calls (notifications) {self.notifications}",
                 f"    resumed by C, no Python     {self.fast_continue}",
                 f"    refused (ENOSYS/EACCES) by C {self.refused}",
+                f"    run with pinned paths       {self.pinned}"
+                + (f" ({self.regions} regions mapped)" if self.regions else ""),
                 f"    answered by Python          {self.notif_events}"
                 + (f" ({self.addfd} with an fd)" if self.addfd else ""),
                 f"  events handed to Python       {self.python_events}",
@@ -713,6 +715,10 @@ class Monitor:
         if n and all(ev.path_len[i] >= 0 for i in range(n)):
             # the paths the C core resolved deciding the call (struct um_event)
             call._paths = [ffi.buffer(ev.path[i], ev.path_len[i])[:] for i in range(n)]
+        for i in range(n):
+            if ev.raw_len[i] >= 0:
+                # the string C read and decided on: the engines decide on it too
+                call.known_string(call.path_indices[i], ffi.buffer(ev.raw[i], ev.raw_len[i])[:])
         return call
 
     def defer(self, action):
@@ -726,6 +732,10 @@ class Monitor:
         call = self._call(ev)
         reply, rval, exits = self.dispatcher.enter(call)
         ev.reply = reply
+        if reply != lib.UM_REPLY_SKIP:
+            # the kernel reads what the engines decided on, not what another
+            # thread may write meanwhile
+            call.pin_paths()
         rewritten = tuple(call.args) != call.orig_args
         if call.nr != call.orig_nr:
             ev.nr = call.nr
@@ -775,6 +785,9 @@ class Monitor:
                 call = self._call(ev)
                 call.notified = True
                 ev.reply, ev.rval, _ = self.dispatcher.enter(call)
+                if ev.reply == lib.UM_REPLY_CONTINUE and call.path_indices and lib.um_mm_shared(ev.tid):
+                    # its paths must be pinned (Call.pin_paths): at a ptrace stop
+                    ev.reply = lib.UM_REPLY_REDIRECT
             elif kind == lib.UM_EV_SYSCALL_EXIT:
                 pending = self._pending.pop(ev.tid, None)
                 if pending is None:

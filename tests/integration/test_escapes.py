@@ -140,9 +140,6 @@ CASES = [
 
 # What still escapes: (case id, user or None for any, notif id or None for any) -> why
 ESCAPES = {
-    **{(f"path_race-{m}", None, None): "the kernel reads the path again after the view let /dev/null through"
-       for m in ("thread", "clone-vm", "vfork")},
-    ("below_sp", None, None): "the rewritten path lies in memory another thread of the process can write",
     ("component_race-exchange", None, None): "a component swapped for a symlink after the view resolved it",
     ("component_race-symlink", None, None): "the same race as exchange: a directory replaced by a symlink after "
                                             "the view looked",

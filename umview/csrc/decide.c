@@ -162,6 +162,7 @@ static int visit_needs_python(const char *p, size_t n, uint64_t hash, int final,
  * Linear in the path's length: each component is looked up from its
  * parent's fd and hashed once, as a continuation of its parent's hash. */
 static int proc_magic(const char *p);
+static int proc_mem(const char *p);
 
 static int walk_needs_python(const char *raw, int writes)
 {
@@ -232,7 +233,7 @@ static int walk_needs_python(const char *raw, int writes)
              * a magic link goes to Python (proc_magic), the rest is real */
             char whole[2 * PATH_MAX + 2];
             snprintf(whole, sizeof whole, "%s%s", cur, r);
-            answer = proc_magic(whole);
+            answer = proc_magic(whole) || (writes && proc_mem(whole));
             goto out;
         }
         if (missing)
@@ -321,6 +322,21 @@ static int comp_is(const char *s, size_t l, const char *name) { return l == strl
  * before any ".."? The kernel follows those to the real file, past every
  * mount of the view; the cwd tracker resolves them in the view
  * (umview/cwd.py). */
+/* /proc/P/mem or /proc/P/task/T/mem: a write through it ignores page
+ * protections, the read-only region of pinned paths among them (pin.c), so
+ * a call that opens it for writing goes to Python (the guard refuses it). */
+static int proc_mem(const char *p)
+{
+    const char *c = p, *s;
+    size_t l;
+    if (!(s = next_comp(&c, &l)) || !comp_is(s, l, "proc") || !(s = next_comp(&c, &l)) || comp_is(s, l, "..") ||
+        !(s = next_comp(&c, &l)))
+        return 0;
+    if (comp_is(s, l, "task") && (!(s = next_comp(&c, &l)) || comp_is(s, l, "..") || !(s = next_comp(&c, &l))))
+        return 0;
+    return comp_is(s, l, "mem") && !next_comp(&c, &l);
+}
+
 static int proc_magic(const char *p)
 {
     const char *c = p, *s;
@@ -545,6 +561,8 @@ static int call_writes(const struct um_decide_in *in, int sc)
     return 0;
 }
 
+int decided_writes(const struct um_decide_in *in) { return in->sc >= 0 && call_writes(in, in->sc); }
+
 /* ------------------------------------------------------------------ */
 /* the decision                                                        */
 /* ------------------------------------------------------------------ */
@@ -638,6 +656,14 @@ int um_decide(struct um_decide_in *in)
         if (k == UM_PREFIX_PLAIN || (check_symlinks && nprefixes > 0 && (proc_magic(in->path[s]) || proc_magic(raw)))) {
             python = 1;
             continue;
+        }
+        if (nprefixes > 0 && proc_mem(in->path[s])) {
+            if (writes < 0)
+                writes = call_writes(in, sc);
+            if (writes) {
+                python = 1;
+                continue;
+            }
         }
         if (k == UM_PREFIX_KERNEL) {
             /* relative to a cwd or dirfd that the kernel already has in the

@@ -17,6 +17,8 @@ static void emit(struct bpf_buf *b, struct sock_filter s)
     b->f[b->n++] = s;
 }
 
+void emit_insn(struct bpf_buf *b, struct sock_filter s) { emit(b, s); }
+
 #define O_WRITES_ (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC) /* O_TMPFILE carries O_WRONLY or O_RDWR */
 
 /* The open-flags argument of number nr (with its bias) that UM_TRAP_NOTIF_RW
@@ -171,7 +173,7 @@ int own_filter_call(int abi, uint64_t nr, const uint64_t *args)
 }
 
 /* The filter of the trap table tab (trap classes per ABI and number). */
-static int build_filter_of(struct bpf_buf *b, unsigned char (*tab)[MAX_NR])
+static int build_filter_of(struct bpf_buf *b, unsigned char (*tab)[MAX_NR], uint32_t guard_ret)
 {
     static long nrs[MAX_NR];
     b->n = 0;
@@ -196,6 +198,7 @@ static int build_filter_of(struct bpf_buf *b, unsigned char (*tab)[MAX_NR])
     emit_control(b, 0);
     emit_own_filters(b, UM_NR_SECCOMP_64, UM_NR_PRCTL_64);
     emit_clone_guard(b, UM_NR_CLONE_64, UM_NR_CLONE3);
+    emit_region_guard(b, UM_ABI_X86_64, 0, guard_ret);
     emit_search(b, UM_ABI_X86_64, nrs, tab[UM_ABI_X86_64], 0, collect(tab[UM_ABI_X86_64], nrs), 0);
 
     int lx32 = b->n;
@@ -203,6 +206,7 @@ static int build_filter_of(struct bpf_buf *b, unsigned char (*tab)[MAX_NR])
     emit_control(b, (uint32_t)X32_BIT);
     emit_own_filters(b, UM_NR_SECCOMP_64 | (uint32_t)X32_BIT, UM_NR_PRCTL_64 | (uint32_t)X32_BIT);
     emit_clone_guard(b, UM_NR_CLONE_64 | (uint32_t)X32_BIT, UM_NR_CLONE3 | (uint32_t)X32_BIT);
+    emit_region_guard(b, UM_ABI_X32, (uint32_t)X32_BIT, guard_ret);
     emit_search(b, UM_ABI_X32, nrs, tab[UM_ABI_X32], 0, collect(tab[UM_ABI_X32], nrs), (uint32_t)X32_BIT);
 
     int l32 = b->n;
@@ -211,11 +215,17 @@ static int build_filter_of(struct bpf_buf *b, unsigned char (*tab)[MAX_NR])
     emit_control(b, 0);
     emit_own_filters(b, UM_NR_SECCOMP_I386, UM_NR_PRCTL_I386);
     emit_clone_guard(b, UM_NR_CLONE_I386, UM_NR_CLONE3);
+    emit_region_guard(b, UM_ABI_I386, 0, guard_ret);
     emit_search(b, UM_ABI_I386, nrs, tab[UM_ABI_I386], 0, collect(tab[UM_ABI_I386], nrs), 0);
     return b->overflow ? -E2BIG : 0;
 }
 
-static int build_filter(struct bpf_buf *b) { return build_filter_of(b, trap); }
+/* The first filter: the region's calls stop as its other traps do (a
+ * notification where it has a listener) */
+static int build_filter(struct bpf_buf *b)
+{
+    return build_filter_of(b, trap, any_notif() ? SECCOMP_RET_USER_NOTIF : RET_TRACE_UM);
+}
 
 /* Could a filter of the monitor return RET_TRACE for this call (nr with its
  * bias)? The control call, a filter's installation, and any number it traps:
@@ -227,7 +237,7 @@ int monitor_may_trace(int abi, uint64_t nr, const uint64_t *args)
 {
     if (abi < 0 || abi >= UM_NABI)
         return 0;
-    if (own_filter_call(abi, nr, args) || untraced_clone(abi, nr, args))
+    if (own_filter_call(abi, nr, args) || untraced_clone(abi, nr, args) || region_guarded(abi, nr, args))
         return 1;
     if (abi == UM_ABI_X32)
         nr &= ~(uint64_t)X32_BIT;
@@ -368,7 +378,7 @@ int build_inject(void)
     for (int a = 0; a < UM_NABI; a++)
         for (int i = 0; i < MAX_NR; i++)
             all[a][i] = trap[a][i] || extra_trap[a][i] ? UM_TRAP_TRACE : 0;
-    int r = build_filter_of(&inject_buf, all);
+    int r = build_filter_of(&inject_buf, all, RET_TRACE_UM);
     if (r)
         return r;
     inject_ready = 1;

@@ -86,6 +86,7 @@ int um_decide_stopped(int tid, struct um_event *ev)
     if (d == UM_DECIDE_PYTHON) {
         /* at an entry stop its seccomp check is still to come (pass_notif);
          * at a seccomp stop it is past */
+        raw_from_slots(ev->raw, ev->raw_len, dec.slot);
         return call_event(ev, tid, &si, abi, dec.sc, si.op == SI_ENTRY ? UM_FROM_ENTRY : 0, dec.path, dec.path_len,
                           dec.path_kind);
     }
@@ -117,6 +118,8 @@ int um_finish(struct um_event *ev)
 
 long um_ptrace(long req, int tid, uint64_t addr, uint64_t data)
 {
+    if ((req == PTRACE_POKETEXT || req == PTRACE_POKEDATA) && region_poke_refused(tid, addr, 8))
+        return -EIO; /* the pinned paths' memory (pin.c): not the inner tracer's to change */
     long r = syscall(SYS_ptrace, req, tid, addr, data);
     return r < 0 ? -errno : r;
 }

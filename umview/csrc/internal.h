@@ -148,6 +148,11 @@ struct um_thread {
     struct own_filter *own;   /* the seccomp filters it installed itself, newest first
                                * (shared, counted; OWN_UNKNOWN: some the monitor did not see) */
     struct own_filter *own_pending; /* one it is installing, kept at the call's exit stop */
+    int mm;                   /* its memory (pin.c): 0 not known */
+    int slot;                 /* its slot in that memory's region, + 1; 0 none yet */
+    unsigned pinned : 1;      /* its call runs pinned: pin_args go back at the exit stop */
+    int pin_abi;
+    uint64_t pin_args[6];
 };
 
 /* A call a notification sent to Python, redirected to a ptrace stop: its
@@ -158,6 +163,8 @@ struct um_note {
     uint64_t nr, args[6];
     char path[PATH_SLOTS][UM_PATH_BUF];
     int path_len[PATH_SLOTS], path_kind[PATH_SLOTS];
+    char raw[PATH_SLOTS][UM_PATH_BUF]; /* the strings read (struct um_event's raw) */
+    int raw_len[PATH_SLOTS];
 };
 
 
@@ -235,6 +242,23 @@ int call_event(struct um_event *ev, pid_t tid, const struct um_sci *si, int abi,
                const char (*path)[UM_PATH_BUF], const int *path_len, const int *path_kind);
 int is_stop_signal(int sig);
 
+/* pin.c */
+void emit_insn(struct bpf_buf *b, struct sock_filter s); /* filter.c */
+int decided_writes(const struct um_decide_in *in);       /* decide.c */
+void mm_leave(pid_t tid);
+void mm_new(pid_t tid);
+void mm_child(pid_t child, pid_t parent, int shares);
+int mm_event_shares(pid_t tid);
+void mm_attached(pid_t tid, int threads);
+int mm_shared(pid_t tid);
+int region_refusal(pid_t tid, int abi, uint64_t nr, const uint64_t *args);
+int region_guarded(int abi, uint64_t nr, const uint64_t *args);
+void emit_region_guard(struct bpf_buf *b, int abi, uint32_t bias, uint32_t ret);
+int region_poke_refused(pid_t tid, uint64_t addr, uint64_t len);
+int needs_pin(pid_t tid, const struct um_decide_in *in);
+int pin_call(pid_t tid, struct um_decide_in *in);
+void pin_restore(pid_t tid, int execed);
+
 /* inner.c */
 void apply_options(pid_t tid);
 
@@ -252,6 +276,9 @@ void take_listener(void);
 
 /* loop.c */
 void event_paths(struct um_event *ev, const char (*path)[UM_PATH_BUF], const int *len, const int *kind);
+/* raw (and raw_len) of an event or a note from the slots C gathered (NULL: none read) */
+void raw_from_slots(char (*raw)[UM_PATH_BUF], int *raw_len, const struct um_decide_slot *slots);
+void event_raw(struct um_event *ev, const char (*raw)[UM_PATH_BUF], const int *raw_len);
 
 /* tables.c */
 extern struct path_arg path_args[UM_NABI][MAX_SC][PATH_SLOTS];
@@ -298,7 +325,7 @@ uint64_t proc_status_mask(pid_t tid, const char *field);
 int process_alive(pid_t tgid);
 pid_t thread_max_seen(void);        /* the highest tid ever recorded */
 void note_redirect(pid_t tid, int abi, int sc, uint64_t nr, const uint64_t *args, const char (*path)[UM_PATH_BUF],
-                   const int *path_len, const int *path_kind);
+                   const int *path_len, const int *path_kind, const struct um_decide_slot *slots);
 struct um_note *note_take(pid_t tid, int abi, uint64_t nr, const uint64_t *args); /* free() it */
 int thread_table_init(void);
 

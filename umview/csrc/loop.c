@@ -8,7 +8,7 @@
 void resume(pid_t tid, int req, int sig)
 {
     struct um_thread *t = thr(tid);
-    if ((t->exit_wanted || t->await_entry || t->inner_sys) && req == PTRACE_CONT)
+    if ((t->exit_wanted || t->await_entry || t->inner_sys || t->pinned) && req == PTRACE_CONT)
         req = PTRACE_SYSCALL; /* keep the syscall stop we (or an inner tracer) wait for */
     ptrace(req, tid, 0, sig);
 }
@@ -298,6 +298,29 @@ void event_paths(struct um_event *ev, const char (*path)[UM_PATH_BUF], const int
     }
 }
 
+void raw_from_slots(char (*raw)[UM_PATH_BUF], int *raw_len, const struct um_decide_slot *slots)
+{
+    for (int s = 0; s < PATH_SLOTS; s++) {
+        raw_len[s] = -1;
+        if (!slots || (slots[s].state != UM_SLOT_PATH && slots[s].state != UM_SLOT_EMPTY))
+            continue;
+        const char *str = slots[s].state == UM_SLOT_EMPTY ? "" : slots[s].str;
+        size_t n = strnlen(str, UM_PATH_BUF - 1);
+        memcpy(raw[s], str, n);
+        raw[s][n] = 0;
+        raw_len[s] = (int)n;
+    }
+}
+
+void event_raw(struct um_event *ev, const char (*raw)[UM_PATH_BUF], const int *raw_len)
+{
+    for (int s = 0; s < PATH_SLOTS; s++) {
+        ev->raw_len[s] = raw ? raw_len[s] : -1;
+        if (raw && raw_len[s] >= 0)
+            memcpy(ev->raw[s], raw[s], (size_t)raw_len[s] + 1);
+    }
+}
+
 /* Hand Python a claimed call stopped at its seccomp or entry stop (the two
  * layouts of ptrace_syscall_info agree on nr and args), with the paths C
  * resolved for it. */
@@ -348,6 +371,24 @@ static void keep_notified_call(pid_t tid)
     r.rax = (unsigned long long)-ERESTARTNOINTR_;
     write_failed(tid, "a notified call could not be made to restart after a signal (it may fail with EINTR)",
                  ptrace(PTRACE_SETREGS, tid, 0, &r) ? -errno : 0);
+}
+
+/* Run a call C lets through pinned (pin.c); if it cannot be pinned it
+ * fails with that errno rather than run on memory another thread may
+ * change. */
+static void run_pinned(pid_t tid, struct um_decide_in *in)
+{
+    int e = pin_call(tid, in);
+    if (e == -ESRCH)
+        return;
+    if (e) {
+        stats.refused++;
+        skip_call(tid, in->abi, in->args, e);
+        ptrace(PTRACE_CONT, tid, 0, 0);
+        return;
+    }
+    stats.fast_continue++;
+    ptrace(PTRACE_SYSCALL, tid, 0, 0);
 }
 
 int um_next(struct um_event *ev)
@@ -418,6 +459,15 @@ int um_next(struct um_event *ev)
                 }
                 continue;
             }
+            int guard = region_refusal(tid, abi_of(&si), si.seccomp.nr, si.seccomp.args);
+            if (guard) {
+                /* it would change the memory pinned paths live in (pin.c) */
+                stats.refused++;
+                cur_sci = si;
+                skip_call(tid, abi_of(&si), si.seccomp.args, guard);
+                ptrace(PTRACE_CONT, tid, 0, 0);
+                continue;
+            }
             int own = own_trace_stop(tid, &si);
             if (own == 2) /* for the inner tracer: PTRACE_EVENT_SECCOMP, with the filter's data */
                 return stop_event(ev, tid, status, (long)si.seccomp.ret_data, &si);
@@ -437,11 +487,17 @@ int um_next(struct um_event *ev)
                 ptrace(PTRACE_CONT, tid, 0, 0);
                 continue;
             }
+            if (d == UM_DECIDE_NATIVE && needs_pin(tid, &dec)) {
+                cur_sci = si;
+                run_pinned(tid, &dec);
+                continue;
+            }
             if (d == UM_DECIDE_NATIVE) {
                 stats.fast_continue++;
                 resume(tid, PTRACE_CONT, 0);
                 continue;
             }
+            raw_from_slots(ev->raw, ev->raw_len, dec.slot);
             return call_event(ev, tid, &si, abi, dec.sc, 0, dec.path, dec.path_len, dec.path_kind);
         }
         if (sig == (SIGTRAP | 0x80)) {
@@ -478,6 +534,7 @@ int um_next(struct um_event *ev)
                 if (note) {
                     /* decided at its notification: straight to Python */
                     stats.decided_once++;
+                    event_raw(ev, (const char (*)[UM_PATH_BUF])note->raw, note->raw_len);
                     int r = call_event(ev, tid, &si, abi, sc, UM_FROM_ENTRY, note->path, note->path_len,
                                        note->path_kind);
                     free(note);
@@ -492,15 +549,23 @@ int um_next(struct um_event *ev)
                     cur_sci = si;
                     skip_call(tid, abi, si.entry.args, err);
                 }
+                if (d == UM_DECIDE_NATIVE && needs_pin(tid, &dec)) {
+                    cur_sci = si;
+                    run_pinned(tid, &dec);
+                    continue;
+                }
                 if (d != UM_DECIDE_PYTHON) {
                     resume(tid, PTRACE_CONT, 0);
                     continue;
                 }
+                raw_from_slots(ev->raw, ev->raw_len, dec.slot);
                 return call_event(ev, tid, &si, abi, sc, UM_FROM_ENTRY, dec.path, dec.path_len, dec.path_kind);
             }
             /* a syscall-exit stop */
             stats.exit_stops++;
             thr(tid)->pass_notif = 0; /* its call is over, whether or not its check came (pass_taken) */
+            if (si.op == SI_EXIT)
+                pin_restore(tid, thr(tid)->execed);
             own_filter_exit(tid, &si); /* a filter of its own installed (ownseccomp.c) */
             if (!thr(tid)->exit_wanted || si.op != SI_EXIT) {
                 thr(tid)->exit_wanted = 0;
@@ -544,6 +609,7 @@ int um_next(struct um_event *ev)
                     c->vcwd = parent->vcwd;
                     c->faithful = parent->faithful;
                     c->need_filter |= parent->need_filter;
+                    mm_child(child, tid, mm_event_shares(tid));
                     own_filters_inherit(c, parent);
                     if (held) {
                         unhold(child);
@@ -573,6 +639,10 @@ int um_next(struct um_event *ev)
                     *thr(tid) = was;
                     thr(tid)->seen = 1;
                 }
+                if ((pid_t)msg != tid && msg > 0)
+                    thr(tid)->mm = thr(tid)->slot = 0; /* its records left the old memory */
+                mm_new(tid);
+                thr(tid)->pinned = 0;
                 if (nheld)
                     release_orphans(tid); /* its other threads, a fork's creator among them, are gone */
                 if (thr(tid)->exit_wanted)

@@ -44,6 +44,15 @@ void serve_notification(int may_hand)
         return; /* its own filter's TRACE (ownseccomp.c): answered or taken */
     } else {
         int abi = abi_from(req.data.arch, req.data.nr), read;
+        int guard = region_refusal(tid, abi, req.data.nr, (const uint64_t *)req.data.args);
+        if (guard) {
+            /* it would change the memory pinned paths live in (pin.c) */
+            stats.refused++;
+            resp.flags = 0;
+            resp.error = guard;
+            ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+            return;
+        }
         dec.abi = abi;
         dec.nr = req.data.nr;
         memcpy(dec.args, req.data.args, sizeof dec.args);
@@ -57,6 +66,15 @@ void serve_notification(int may_hand)
             stats.refused++;
             resp.flags = 0;
             resp.error = err;
+        } else if (d == UM_DECIDE_NATIVE && needs_pin(tid, &dec)) {
+            /* another thread may change its path before the kernel reads
+             * it: it runs pinned, from a ptrace stop (pin.c), where it is
+             * looked at again */
+            if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) == 0) {
+                thr(tid)->redirected = 1;
+                return;
+            }
+            stats.fast_continue++;
         } else if (d == UM_DECIDE_PYTHON && dec.sc >= 0) {
             if (may_hand && (claim[abi][dec.sc] & UM_CLAIM_NOTIFY)) {
                 held_notif = req;
@@ -65,7 +83,8 @@ void serve_notification(int may_hand)
             }
             if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) == 0) {
                 thr(tid)->redirected = 1;
-                note_redirect(tid, abi, dec.sc, req.data.nr, dec.args, dec.path, dec.path_len, dec.path_kind);
+                note_redirect(tid, abi, dec.sc, req.data.nr, dec.args, dec.path, dec.path_len, dec.path_kind,
+                              dec.slot);
                 return; /* no answer: the interrupt ends the wait */
             }
             stats.fast_continue++;
@@ -89,6 +108,7 @@ int notif_event(struct um_event *ev)
     ev->sc = lookup_sc(ev->abi, ev->nr);
     memcpy(ev->args, n->data.args, sizeof ev->args);
     event_paths(ev, dec.path, dec.path_len, dec.path_kind);
+    raw_from_slots(ev->raw, ev->raw_len, dec.slot);
     ev->ip = n->data.instruction_pointer;
     ev->reply = UM_REPLY_CONTINUE;
     cur_tid = 0;
@@ -132,7 +152,7 @@ void finish_notif(struct um_event *ev)
         thr(ev->tid)->redirected = 1;
         /* Python decided: its restart goes straight to Python */
         note_redirect(ev->tid, abi_from(n->data.arch, n->data.nr), ev->sc, n->data.nr,
-                      (const uint64_t *)n->data.args, ev->path, ev->path_len, ev->path_kind);
+                      (const uint64_t *)n->data.args, ev->path, ev->path_len, ev->path_kind, dec.slot);
         return; /* as serve_notification does */
     }
     if (ev->reply == UM_REPLY_SKIP) {

@@ -154,6 +154,7 @@ int um_spawn(char *const argv[])
     stats.processes++;
     thread_forget(pid);
     thr(pid)->seen = thr(pid)->announced = 1;
+    mm_new(pid);
     install_signal_passing();
     if (write(go[1], "g", 1) != 1) {
         r = -errno;
@@ -305,6 +306,7 @@ int um_attach(int pid)
         }
         thread_forget(t);
         thr(t)->seen = thr(t)->announced = thr(t)->need_filter = 1;
+        mm_attached(t, status_field(pid, "Threads", 0));
         own_filters_attached(t);
         stats.processes++;
         ptrace(PTRACE_INTERRUPT, t, 0, 0);

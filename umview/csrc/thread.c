@@ -111,6 +111,7 @@ void thread_forget(pid_t tid)
     struct um_thread *t = thr(tid);
     free(t->note);
     own_filters_drop(t);
+    mm_leave(tid);
     memset(t, 0, sizeof *t);
 }
 
@@ -142,7 +143,7 @@ void each_thread(pid_t tgid, void (*fn)(pid_t tid, void *arg), void *arg)
 /* Remember that the call tid waits in was decided for Python, with what C
  * resolved for it. Without memory for the note the restart is decided again. */
 void note_redirect(pid_t tid, int abi, int sc, uint64_t nr, const uint64_t *args, const char (*path)[UM_PATH_BUF],
-                   const int *path_len, const int *path_kind)
+                   const int *path_len, const int *path_kind, const struct um_decide_slot *slots)
 {
     struct um_thread *t = thr(tid);
     if (!t->note && !(t->note = malloc(sizeof *t->note)))
@@ -158,6 +159,7 @@ void note_redirect(pid_t tid, int abi, int sc, uint64_t nr, const uint64_t *args
         if (path_len[s] >= 0)
             memcpy(n->path[s], path[s], (size_t)path_len[s] + 1);
     }
+    raw_from_slots(n->raw, n->raw_len, slots);
 }
 
 /* The note of tid if it is for this call, else NULL; either way tid has no

@@ -1,0 +1,146 @@
+"""Pinned paths (umview/csrc/pin.c, docs/internals.md "Pinned paths"): while
+another thread of execution shares a process's memory, the path strings the
+view decided on are what the kernel reads, from a read-only region of the
+process that the process cannot change.
+
+- the region cannot be changed from inside: mprotect, munmap, mremap (from
+  and onto it), mmap(MAP_FIXED), madvise, shmat(SHM_REMAP) over it fail with
+  EPERM in every view, and /proc/self/mem opened for writing fails with
+  EACCES in a sandbox (the guard module); the same program natively does
+  each of them on a look-alike mapping of its own (progs/pin/region.c);
+- pinning changes nothing a program sees: threads working with relative
+  paths below a cwd, with dirfds and with absolute paths give the same files
+  and output natively and in a copy-on-write view, and calls of a
+  single-threaded program are never pinned (it pays nothing).
+
+The races pinning closes are in test_escapes.py (path_race, below_sp).
+"""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import NOBODY, need, need_user, run, umview_argv, umview_for
+
+PROG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs", "pin", "region.c")
+OPS = ("mprotect", "munmap", "mremap-from", "mremap-onto", "mmap-fixed", "madvise", "shmat")
+NOTIF = {"notif-on": None, "notif-off": "0"}
+
+
+@pytest.fixture(scope="module")
+def region_prog():
+    need("gcc")
+    out = tempfile.mkdtemp(prefix="umview-pin-prog-", dir="/var/tmp")
+    os.chmod(out, 0o755)
+    try:
+        exe = os.path.join(out, "region")
+        r = run(["gcc", "-O1", "-Wall", "-pthread", "-o", exe, PROG])
+        assert r.returncode == 0, r.stderr.decode()
+        yield exe
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+@pytest.fixture
+def layer():
+    d = tempfile.mkdtemp(prefix="umview-pin-layer-", dir="/var/tmp")
+    os.chmod(d, 0o777)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _env(notif):
+    env = dict(os.environ)
+    env.pop("UMVIEW_NOTIF", None)
+    if notif is not None:
+        env["UMVIEW_NOTIF"] = notif
+    return env
+
+
+@pytest.mark.parametrize("notif", NOTIF.values(), ids=NOTIF.keys())
+@pytest.mark.parametrize("user", ["root", "nobody"])
+@pytest.mark.parametrize("op", OPS)
+def test_the_pinned_path_region_cannot_be_changed_from_inside(region_prog, layer, op, user, notif):
+    need_user(user)
+    native = run([region_prog, op])
+    assert native.stdout.decode().splitlines() == ["own", f"{op}: ok"], native  # natively it can be done
+    viewed = run(umview_for(user, "-p", f"viewfs,mount={layer}:/var/tmp:cow", "--", region_prog, op),
+                 env=_env(notif))
+    assert viewed.returncode == 0, viewed.stderr.decode()
+    assert viewed.stdout.decode().splitlines() == ["monitor's", f"{op}: Operation not permitted"], viewed
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_a_sandbox_refuses_writing_memory_through_proc_pid_mem(region_prog, user):
+    need_user(user)
+    native = run([region_prog, "proc-mem"])
+    assert native.stdout.decode().splitlines() == ["own", "proc-mem: ok"], native
+    viewed = run(umview_for(user, "--sandbox", "--", region_prog, "proc-mem"))
+    assert viewed.returncode == 0, viewed.stderr.decode()
+    assert viewed.stdout.decode().splitlines() == ["monitor's", "proc-mem: Permission denied"], viewed
+    assert b"/proc/PID/mem for writing refused" in viewed.stderr
+
+
+THREADS = r"""
+import os, sys, threading
+os.chdir(sys.argv[1])
+def work(n):
+    d = f"t{n}"
+    os.mkdir(d)
+    with open(f"{d}/a", "w") as f:          # relative to the cwd
+        f.write(f"thread {n}\n")
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    with open(os.open("b", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "w") as f:  # relative to a dirfd
+        f.write("b\n")
+    os.rename("b", "c", src_dir_fd=fd, dst_dir_fd=fd)
+    os.chmod(os.path.join(sys.argv[1], d, "a"), 0o600)   # absolute
+    os.symlink("a", f"{d}/link")
+    os.unlink(f"{d}/c")
+    os.close(fd)
+threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+for root, dirs, files in sorted(os.walk(".")):
+    for name in sorted(files):
+        p = os.path.join(root, name)
+        st = os.lstat(p)
+        print(p, oct(st.st_mode), open(p).read().strip() if not os.path.islink(p) else os.readlink(p))
+"""
+
+
+@pytest.mark.parametrize("notif", NOTIF.values(), ids=NOTIF.keys())
+def test_threads_see_the_same_files_with_their_calls_pinned(layer, tmp_path, notif):
+    native_dir = tmp_path / "native"
+    native_dir.mkdir()
+    native = run(["python3", "-c", THREADS, str(native_dir)])
+    assert native.returncode == 0, native.stderr.decode()
+    work = tempfile.mkdtemp(prefix="umview-pin-work-", dir="/var/tmp")
+    try:
+        stats = os.path.join(layer, "..", os.path.basename(layer) + ".stats")
+        viewed = run(umview_argv("-p", f"viewfs,mount={layer}:{work}:cow", "--stats-file", stats, "--",
+                                 "python3", "-c", THREADS, work), env=_env(notif))
+        assert viewed.returncode == 0, viewed.stderr.decode()
+        assert viewed.stdout == native.stdout
+        assert os.listdir(work) == [], "the cow view wrote the real directory"
+        with open(stats) as f:
+            counts = json.loads(f.read().splitlines()[-1])
+        os.unlink(stats)
+        assert counts["pinned"] > 0 and counts["regions"] >= 1, counts
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_a_single_threaded_program_is_never_pinned(layer, tmp_path):
+    stats = str(tmp_path / "stats")
+    cmd = "for i in 1 2 3; do echo $i > /dev/null; mkdir -p d$i; echo x > d$i/f; done; ls -R"
+    viewed = run(umview_argv("-p", f"viewfs,mount={layer}:{tmp_path}:cow", "--stats-file", stats, "--",
+                             "bash", "-c", f"cd {tmp_path} && {cmd}"))
+    assert viewed.returncode == 0, viewed.stderr.decode()
+    with open(stats) as f:
+        counts = json.loads(f.read().splitlines()[-1])
+    assert counts["pinned"] == 0 and counts["regions"] == 0, counts

@@ -1,0 +1,514 @@
+/* pin.c - path strings the kernel reads from memory the process cannot change
+ *
+ * Between the monitor reading a path argument and the kernel reading it
+ * again, another thread of execution that shares the caller's memory (a
+ * thread, a CLONE_VM process, the parent of a vfork child) can change it: a
+ * call the view let through for /dev/null then opens a real file the view
+ * hides or keeps copy-on-write (TOCTOU). So can it change a path the monitor
+ * rewrote, if it lies in the caller's writable memory (below the stack
+ * pointer).
+ *
+ * Each memory (mm) is followed from the tracer's events: a fork makes a new
+ * one, a clone with CLONE_VM (threads, vfork, posix_spawn) shares it, an exec
+ * replaces it, an exit leaves it. While an mm has more than one user, a call
+ * that C lets through (UM_DECIDE_NATIVE), that writes, and whose paths C
+ * read is "pinned": the strings C decided on are copied into the region, a
+ * read-only mapping the monitor adds to that mm (by an injected mmap, the
+ * first time one is needed) and writes through /proc/PID/mem, and the path
+ * registers point there until the call's exit stop puts them back. A path
+ * relative to a dirfd or the cwd is pinned as the absolute path C resolved
+ * (another thread could change the fd table or the cwd meanwhile). Python's
+ * rewritten paths (Call.set_string) go to the region too (um_pin_string).
+ *
+ * Each thread of the mm has its own slot of the region (REGION_PAGES pages,
+ * one string per page, so that no string can be cut short by a page the
+ * process drops). Every filter stops the calls that could change the region
+ * (mmap with MAP_FIXED, mprotect, pkey_mprotect, munmap, mremap, madvise,
+ * shmat with SHM_REMAP at an address below 4 GiB: the region lies there, so
+ * other calls never stop); region_refusal fails those that would touch it
+ * with EPERM, as the kernel fails them on a sealed mapping (mseal(2)).
+ * Writes to the process's memory through /proc/PID/mem (which ignore page
+ * protections) are the guard module's to refuse; an inner tracer's POKE into
+ * the region fails with EIO (um_ptrace). See docs/internals.md, "Pinned
+ * paths".
+ */
+#include "internal.h"
+
+#define PAGE 4096
+#define REGION_PAGES 4
+#define REGION_SLOT (REGION_PAGES * PAGE)
+#define REGION_SLOTS 1024
+#define REGION_SIZE ((uint64_t)REGION_SLOTS * REGION_SLOT) /* 16 MiB, reserved, never written */
+
+struct um_mm {
+    int users;     /* threads using it; 0: a free record */
+    int unknown;   /* its users are not known (um_attach of a process with threads): always shared */
+    uint64_t region;
+    uint32_t used[REGION_SLOTS / 32];
+    int next_free;
+    int mem;       /* its /proc/PID/mem, open (fd + 1; 0: not yet): it stands for this mm
+                    * whichever of its threads ends or execs, while one user is left */
+};
+
+static struct um_mm *mms; /* [0] unused: mm 0 is "not known" */
+static int nmms, free_mm;
+
+static int mm_alloc(void)
+{
+    int id = free_mm;
+    if (id) {
+        free_mm = mms[id].next_free;
+    } else {
+        if (nmms == 0)
+            nmms = 1;
+        struct um_mm *n = realloc(mms, (size_t)(nmms + 1) * sizeof *n);
+        if (!n)
+            return 0;
+        mms = n;
+        id = nmms++;
+    }
+    memset(&mms[id], 0, sizeof mms[id]);
+    mms[id].users = 1;
+    return id;
+}
+
+static struct um_mm *mm_of(pid_t tid)
+{
+    int id = thr(tid)->mm;
+    return id > 0 && id < nmms && mms[id].users > 0 ? &mms[id] : NULL;
+}
+
+void mm_leave(pid_t tid)
+{
+    struct um_thread *t = thr(tid);
+    struct um_mm *m = mm_of(tid);
+    if (m) {
+        if (t->slot > 0)
+            m->used[(t->slot - 1) / 32] &= ~(1u << ((t->slot - 1) % 32));
+        if (--m->users == 0) {
+            if (m->mem)
+                close(m->mem - 1);
+            m->mem = 0;
+            m->next_free = free_mm;
+            free_mm = t->mm;
+        }
+    }
+    t->mm = t->slot = 0;
+}
+
+void mm_new(pid_t tid)
+{
+    mm_leave(tid);
+    thr(tid)->mm = mm_alloc();
+}
+
+/* The child of a fork or clone event: it shares its parent's memory or has
+ * a copy of it (where the region, if any, is mapped at the same address). */
+void mm_child(pid_t child, pid_t parent, int shares)
+{
+    mm_leave(child);
+    struct um_mm *pm = mm_of(parent);
+    if (!pm)
+        return; /* not known: always taken as shared */
+    if (shares) {
+        pm->users++;
+        thr(child)->mm = thr(parent)->mm;
+        return;
+    }
+    uint64_t region = pm->region;
+    int id = mm_alloc();
+    thr(child)->mm = id;
+    if (id)
+        mms[id].region = region;
+}
+
+/* Does the new child of tid (at its fork, vfork or clone event) share its
+ * memory? From the call that made it: fork no, vfork yes, clone if it has
+ * CLONE_VM; anything else (not known): yes. */
+int mm_event_shares(pid_t tid)
+{
+    struct user_regs_struct r;
+    if (get_regs(tid, &r))
+        return 1;
+    long nr = (long)r.orig_rax;
+    int i386 = r.cs == 0x23;
+    if (!i386)
+        nr &= ~X32_BIT;
+    if (nr == (i386 ? 2 : 57)) /* fork */
+        return 0;
+    if (nr == (i386 ? UM_NR_CLONE_I386 : UM_NR_CLONE_64))
+        return ((i386 ? (uint32_t)r.rbx : (uint64_t)r.rdi) & 0x100 /* CLONE_VM */) != 0;
+    return 1;
+}
+
+/* Attached (um_attach): a process with one thread has an mm of its own; with
+ * more, which share what is not known. */
+void mm_attached(pid_t tid, int threads)
+{
+    mm_new(tid);
+    if (threads != 1 && mm_of(tid))
+        mm_of(tid)->unknown = 1;
+}
+
+int um_mm_shared(int tid) { return tid > 0 && mm_shared(tid); }
+
+int mm_shared(pid_t tid)
+{
+    struct um_mm *m = mm_of(tid);
+    return !m || m->unknown || m->users > 1;
+}
+
+/* ------------------------------------------------------------------ */
+/* the region                                                          */
+/* ------------------------------------------------------------------ */
+
+static int overlaps(const struct um_mm *m, uint64_t addr, uint64_t len)
+{
+    if (!m || !m->region)
+        return 0;
+    uint64_t end = addr + ((len + PAGE - 1) & ~(uint64_t)(PAGE - 1));
+    if (end < addr)
+        end = UINT64_MAX; /* wraps: up to the top */
+    if (len == 0)
+        end = addr + 1;
+    return addr < m->region + REGION_SIZE && end > m->region;
+}
+
+#define MAP_FIXED_ 0x10
+#define MREMAP_FIXED_ 2
+#define SHM_REMAP_ 040000
+#define IPC_SHMAT_ 21
+
+static int mmap_touches(const struct um_mm *m, uint64_t addr, uint64_t len, uint64_t flags)
+{
+    return (flags & MAP_FIXED_) && overlaps(m, addr, len);
+}
+
+/* Would this call (one of those the filter stops at a low address) change
+ * the caller's region? -EPERM if so, else 0. */
+int region_refusal(pid_t tid, int abi, uint64_t nr, const uint64_t *a)
+{
+    struct um_mm *m = mm_of(tid);
+    if (!m || !m->region || abi < 0 || abi >= UM_NABI)
+        return 0;
+    int touches = 0;
+    if (abi == UM_ABI_I386) {
+        uint32_t v[6];
+        for (int i = 0; i < 6; i++)
+            v[i] = (uint32_t)a[i];
+        switch (nr) {
+        case 90: { /* old_mmap: its arguments in memory */
+            uint32_t s[6];
+            touches = um_read_mem(tid, v[0], s, sizeof s) != (int)sizeof s || mmap_touches(m, s[0], s[1], s[3]);
+            break;
+        }
+        case 192: touches = mmap_touches(m, v[0], v[1], v[3]); break;           /* mmap2 */
+        case 125: case 380: case 91: case 219: touches = overlaps(m, v[0], v[1]); break;
+        case 163: touches = overlaps(m, v[0], v[1]) || ((v[3] & MREMAP_FIXED_) && overlaps(m, v[4], v[2])); break;
+        case 397: touches = (v[2] & SHM_REMAP_) && v[1] < m->region + REGION_SIZE; break;
+        case 117: touches = (v[0] & 0xffff) == IPC_SHMAT_ && (v[2] & SHM_REMAP_) && v[4] < m->region + REGION_SIZE;
+                  break;
+        }
+    } else {
+        switch (nr & ~(uint64_t)X32_BIT) {
+        case 9: touches = mmap_touches(m, a[0], a[1], a[3]); break;
+        case 10: case 329: case 11: case 28: touches = overlaps(m, a[0], a[1]); break;
+        case 25: touches = overlaps(m, a[0], a[1]) || ((a[3] & MREMAP_FIXED_) && overlaps(m, a[4], a[2])); break;
+        case 30: touches = (a[2] & SHM_REMAP_) && a[1] < m->region + REGION_SIZE; break;
+        }
+    }
+    return touches ? -EPERM : 0;
+}
+
+/* The calls the filter stops at a low address: per ABI, the number and up
+ * to two address arguments (-1: none; both -1: every call of that number). */
+static const struct { int abi; long nr; signed char arg[2]; } guarded[] = {
+    {UM_ABI_X86_64, 9, {0, -1}}, {UM_ABI_X86_64, 10, {0, -1}}, {UM_ABI_X86_64, 11, {0, -1}},
+    {UM_ABI_X86_64, 25, {0, 4}}, {UM_ABI_X86_64, 28, {0, -1}}, {UM_ABI_X86_64, 30, {1, -1}},
+    {UM_ABI_X86_64, 329, {0, -1}},
+    {UM_ABI_I386, 90, {-1, -1}}, {UM_ABI_I386, 117, {-1, -1}}, {UM_ABI_I386, 192, {0, -1}},
+    {UM_ABI_I386, 125, {0, -1}}, {UM_ABI_I386, 91, {0, -1}}, {UM_ABI_I386, 163, {0, 4}},
+    {UM_ABI_I386, 219, {0, -1}}, {UM_ABI_I386, 397, {1, -1}}, {UM_ABI_I386, 380, {0, -1}},
+};
+
+/* Does some filter of the monitor stop this call for the region? */
+int region_guarded(int abi, uint64_t nr, const uint64_t *args)
+{
+    if (abi == UM_ABI_X32)
+        nr &= ~(uint64_t)X32_BIT;
+    int sabi = abi == UM_ABI_X32 ? UM_ABI_X86_64 : abi;
+    for (size_t i = 0; i < sizeof guarded / sizeof guarded[0]; i++) {
+        if (guarded[i].abi != sabi || guarded[i].nr != (long)nr)
+            continue;
+        if (guarded[i].arg[0] < 0)
+            return 1;
+        for (int k = 0; k < 2; k++) {
+            int g = guarded[i].arg[k];
+            uint64_t v = g < 0 ? 0 : args[g];
+            if (abi == UM_ABI_I386)
+                v &= 0xffffffff;
+            if (g >= 0 && v != 0 && v >> 32 == 0)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* Emit the filter's part for the region (the accumulator holds the number,
+ * with its bias, and holds it again after): ret for a guarded call with a
+ * nonzero address below 4 GiB. */
+void emit_region_guard(struct bpf_buf *b, int abi, uint32_t bias, uint32_t ret)
+{
+    const uint32_t nr_off = offsetof(struct seccomp_data, nr);
+    for (size_t i = 0; i < sizeof guarded / sizeof guarded[0]; i++) {
+        if (guarded[i].abi != (abi == UM_ABI_X32 ? UM_ABI_X86_64 : abi))
+            continue;
+        uint32_t nr = (uint32_t)guarded[i].nr | bias;
+        if (guarded[i].arg[0] < 0) {
+            emit_insn(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 1));
+            emit_insn(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, ret));
+            continue;
+        }
+        for (int k = 0; k < 2; k++) {
+            int g = guarded[i].arg[k];
+            if (g < 0)
+                continue;
+            uint32_t lo = (uint32_t)(offsetof(struct seccomp_data, args) + 8 * (uint32_t)g);
+            if (abi == UM_ABI_I386) {
+                /* nr? lo != 0? ret; reload */
+                emit_insn(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 4));
+                emit_insn(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, lo));
+                emit_insn(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0));
+                emit_insn(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, ret));
+                emit_insn(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, nr_off));
+            } else {
+                /* nr? hi == 0? lo != 0? ret; reload (the high word follows the low one) */
+                emit_insn(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 6));
+                emit_insn(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, lo + 4));
+                emit_insn(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 3));
+                emit_insn(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, lo));
+                emit_insn(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0));
+                emit_insn(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, ret));
+                emit_insn(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, nr_off));
+            }
+        }
+    }
+}
+
+/* Map the region into tid's memory (tid at a stop the monitor holds:
+ * cur_tid), by an injected mmap. 0 or -errno. */
+static int region_map(pid_t tid, int abi, struct um_mm *m)
+{
+    const long MAP_PRIVATE_ = 2, MAP_ANON_ = 0x20, MAP_NORESERVE_ = 0x4000, MAP_32BIT_ = 0x40;
+    long flags = MAP_PRIVATE_ | MAP_ANON_ | MAP_NORESERVE_;
+    long nr;
+    if (abi == UM_ABI_I386) {
+        nr = 192; /* mmap2: below 4 GiB from a 32-bit call */
+    } else {
+        nr = 9 | (abi == UM_ABI_X32 ? X32_BIT : 0);
+        if (abi == UM_ABI_X86_64)
+            flags |= MAP_32BIT_; /* below 2 GiB, where the filter looks */
+    }
+    uint64_t args[6] = {0, REGION_SIZE, PROT_READ, (uint64_t)flags, (uint64_t)-1, 0};
+    if (abi == UM_ABI_I386)
+        args[4] = 0xffffffff;
+    int64_t res = 0;
+    int e = um_inject(tid, abi, nr, args, &res);
+    if (e)
+        return e;
+    if (res < 0 && res > -4096)
+        return (int)res;
+    if ((uint64_t)res >> 32 || (uint64_t)res + REGION_SIZE > (1ULL << 32))
+        return -ENOMEM; /* not where the filter guards it: left unused */
+    m->region = (uint64_t)res;
+    stats.regions++;
+    return 0;
+}
+
+/* The address of page `page` of tid's slot in its region, the region mapped
+ * and the slot taken if need be; 0 and *err on failure. */
+static uint64_t slot_page(pid_t tid, int abi, int page, int *err)
+{
+    struct um_thread *t = thr(tid);
+    if (!mm_of(tid))
+        mm_new(tid); /* not known: an mm of its own, taken as shared */
+    struct um_mm *m = mm_of(tid);
+    if (!m) {
+        *err = -ENOMEM;
+        return 0;
+    }
+    if (!m->region && (*err = region_map(tid, abi, m)) != 0)
+        return 0;
+    if (!t->slot) {
+        for (int i = 0; i < REGION_SLOTS && !t->slot; i++)
+            if (!(m->used[i / 32] & (1u << (i % 32)))) {
+                m->used[i / 32] |= 1u << (i % 32);
+                t->slot = i + 1;
+            }
+        if (!t->slot) {
+            *err = -EAGAIN; /* more threads than slots */
+            return 0;
+        }
+    }
+    return m->region + (uint64_t)(t->slot - 1) * REGION_SLOT + (uint64_t)page * PAGE;
+}
+
+/* Write into tid's memory past page protections (the region is read-only
+ * for the process): /proc/PID/mem, opened once per mm. */
+static int write_pinned(pid_t tid, uint64_t addr, const void *data, size_t len)
+{
+    struct um_mm *m = mm_of(tid);
+    if (!m)
+        return -ENOMEM;
+    if (!m->mem) {
+        char p[64];
+        snprintf(p, sizeof p, "/proc/%d/mem", tid);
+        int fd = open(p, O_RDWR | O_CLOEXEC);
+        if (fd < 0)
+            return -errno;
+        m->mem = fd + 1;
+    }
+    ssize_t n = pwrite(m->mem - 1, data, len, (off_t)addr);
+    return n == (ssize_t)len ? 0 : n < 0 ? -(errno == EIO ? EFAULT : errno) : -EIO;
+}
+
+int64_t um_pin_string(int tid, int abi, int page, const char *data, int len)
+{
+    if (tid <= 0 || tid != cur_tid || abi < 0 || abi >= UM_NABI || page < 0 || page >= REGION_PAGES || len < 0 ||
+        len >= PAGE)
+        return -EINVAL;
+    if (!mm_shared(tid))
+        return 0; /* no other thread of execution: the stack will do */
+    int err = 0;
+    uint64_t at = slot_page(tid, abi, page, &err);
+    if (!at)
+        return err;
+    char buf[PAGE];
+    memcpy(buf, data, (size_t)len);
+    buf[len] = 0;
+    err = write_pinned(tid, at, buf, (size_t)len + 1);
+    return err ? err : (int64_t)at;
+}
+
+int region_poke_refused(pid_t tid, uint64_t addr, uint64_t len)
+{
+    return overlaps(mm_of(tid), addr, len);
+}
+
+/* ------------------------------------------------------------------ */
+/* pinning a call C lets through                                       */
+/* ------------------------------------------------------------------ */
+
+/* Must this call, decided UM_DECIDE_NATIVE, be pinned before it runs? */
+int needs_pin(pid_t tid, const struct um_decide_in *in)
+{
+    if (in->sc < 0 || !(claim[in->abi][in->sc] & UM_CLAIM_PATH) || !mm_shared(tid))
+        return 0;
+    int any = 0;
+    for (int s = 0; s < PATH_SLOTS; s++)
+        any |= in->slot[s].state == UM_SLOT_PATH || in->slot[s].state == UM_SLOT_EMPTY;
+    return any && decided_writes(in);
+}
+
+/* Does tid resolve absolute paths from the monitor's root (no chroot)? */
+static int same_root(pid_t tid)
+{
+    char p[64], target[8];
+    snprintf(p, sizeof p, "/proc/%d/root", tid);
+    ssize_t n = readlink(p, target, sizeof target);
+    return n == 1 && target[0] == '/';
+}
+
+/* Pin the call at tid's stop (a seccomp stop, or the entry stop of a call
+ * restarted for it; cur_sci is that stop's) on the strings C decided on,
+ * and ask for its exit stop, where pin_restore puts the registers back.
+ * 0 if pinned; else -errno, and the call must not run. */
+int pin_call(pid_t tid, struct um_decide_in *in)
+{
+    struct um_thread *t = thr(tid);
+    int abi = in->abi, sc = in->sc, err = 0;
+    uint64_t args[6];
+    memcpy(args, in->args, sizeof args);
+    cur_tid = tid;
+    int at_entry = cur_sci.op == SI_ENTRY;
+    for (int s = 0; s < PATH_SLOTS; s++) {
+        const struct path_arg *pa = &path_args[abi][sc][s];
+        const struct um_decide_slot *st = &in->slot[s];
+        if (st->state != UM_SLOT_PATH && st->state != UM_SLOT_EMPTY)
+            continue; /* NULL, or none: nothing in memory */
+        static char abs_path[UM_PATH_BUF];
+        const char *p = st->state == UM_SLOT_EMPTY ? "" : st->str; /* "": its dirfd's file, kept so */
+        if (st->state == UM_SLOT_PATH && p[0] != '/') {
+            /* relative: the fd table or the cwd may change too; the
+             * absolute path C resolved it to, where that names it */
+            size_t b = strnlen(st->base, UM_PATH_BUF), n = strnlen(p, UM_PATH_BUF);
+            static const char deleted[] = " (deleted)";
+            if (st->base_known && st->base[0] == '/' && same_root(tid) &&
+                !(b >= sizeof deleted - 1 && !strcmp(st->base + b - (sizeof deleted - 1), deleted)) &&
+                b + 1 + n < PAGE) {
+                memcpy(abs_path, st->base, b);
+                abs_path[b] = '/';
+                memcpy(abs_path + b + 1, p, n + 1);
+                p = abs_path;
+            } /* else (a directory deleted, or out of reach): the string alone */
+        }
+        size_t n = strnlen(p, UM_PATH_BUF);
+        if (n >= PAGE) {
+            err = -ENAMETOOLONG;
+            break;
+        }
+        uint64_t at = slot_page(tid, abi, s, &err);
+        if (!at || (err = write_pinned(tid, at, p, n + 1)) != 0)
+            break;
+        args[pa->path] = at;
+        if (pa->dirfd >= 0 && p == abs_path)
+            args[pa->dirfd] = (uint64_t)(int64_t)AT_FDCWD_;
+    }
+    if (!err && write_kind[sc] == UM_WRITE_OPENHOW) {
+        /* openat2: the flags C looked at are in memory too */
+        int a = write_arg[sc];
+        uint64_t size = args[a + 1];
+        char how[PAGE];
+        if (!in->how_readable || size < sizeof in->how_flags || size > sizeof how)
+            err = -EAGAIN;
+        else if (um_read_mem(tid, args[a], how, size) != (int)size)
+            err = -EFAULT;
+        else {
+            memcpy(how, &in->how_flags, sizeof in->how_flags);
+            uint64_t at = slot_page(tid, abi, 2, &err);
+            if (at && !(err = write_pinned(tid, at, how, size)))
+                args[a] = at;
+        }
+    }
+    if (!err)
+        err = set_args_regs(tid, abi, args);
+    if (t->injected) {
+        t->injected = 0; /* the region's mmap: now at the call's entry stop */
+        at_entry = 1;
+    }
+    if (err)
+        return err;
+    if (at_entry) {
+        long n = abi == UM_ABI_X32 ? (long)(in->nr & ~X32_BIT) : (long)in->nr;
+        if (n >= 0 && n < MAX_NR && trap[abi][n])
+            pass_set(tid, in->nr, args); /* the seccomp check still comes */
+    }
+    t->pinned = 1;
+    t->pin_abi = abi;
+    memcpy(t->pin_args, in->args, sizeof t->pin_args);
+    stats.pinned++;
+    return 0;
+}
+
+/* At tid's syscall-exit stop: the registers of a pinned call back as the
+ * process passed them (the syscall ABI preserves them). */
+void pin_restore(pid_t tid, int execed)
+{
+    struct um_thread *t = thr(tid);
+    if (!t->pinned)
+        return;
+    t->pinned = 0;
+    if (!execed)
+        write_failed(tid, "the path registers of a pinned call could not be restored",
+                     set_args_regs(tid, t->pin_abi, t->pin_args));
+}
