@@ -26,6 +26,15 @@ normal user gets from them natively:
   the read-only memory the kernel reads pinned paths from (docs/internals.md,
   "Pinned paths"); process_vm_writev honours them.
 
+- the kernel's and the machine's state the sandbox leaves real, as a
+  container runtime does: a call that writes under /proc/sys or /sys fails
+  with EROFS (they are read-only there); under /dev (the sandbox gives
+  /dev/shm a private directory) opening a block device for writing, and
+  creating, removing, renaming or changing any entry, fail with EACCES, what
+  a normal user gets (/dev/pts stays a tty's own: chown of a pty works);
+  mknod of a block device, or of a character device other than null, zero,
+  full, random, urandom, tty, console and ptmx, fails with EPERM.
+
 A refusal is logged once per call name. Nothing here is a path of its own:
 the module claims only these rare calls.
 
@@ -42,10 +51,11 @@ import logging
 import os
 import re
 import signal
+import stat
 import threading
 
 from umview import core
-from umview.engine import CONTINUE, Engine, Skip
+from umview.engine import CONTINUE, Engine, Skip, under_any
 from umview.service import Module
 from umview.syscalls import PATH_SYSCALLS
 
@@ -67,13 +77,24 @@ MONITOR_FILES = rb"(?:task/[0-9]+/)?(?:mem|environ|pagemap|map_files|fd)(?:/.*)?
 PROC_MEM = re.compile(rb"/proc/[^/]+/(?:task/[^/]+/)?mem\Z", re.S)
 OPENS = {"open": "flags", "openat": "flags", "creat": None}
 O_ACCMODE = 3
+O_CREAT = 0o100
+# read-only, as container runtimes mount them; the devices' directory
+READ_ONLY = (b"/proc/sys", b"/sys")
+DEV, PTS = b"/dev", b"/dev/pts"
+# where a path is only looked at, never changed (access(W_OK) writes nothing)
+LOOKS = frozenset({"access", "faccessat", "faccessat2"})
+MKNODS = frozenset({"mknod", "mknodat"})
+# character devices mknod may make: (major, minor)
+SAFE_CHR = frozenset({(1, 3), (1, 5), (1, 7), (1, 8), (1, 9), (5, 0), (5, 1), (5, 2)})
 
 
 class Guard(Engine):
     name = "guard"
     description = "mount, chroot, setns (mount namespace), acct, swap, reboot, kexec, kernel modules: EPERM"
 
-    syscalls = MOUNTS | ROOT | MACHINE
+    syscalls = MOUNTS | ROOT | MACHINE | MKNODS
+    # the C core hands it only the calls that write there
+    layered_prefixes = (DEV, *READ_ONLY)
     GRACE = 2.0  # seconds from SIGTERM to SIGKILL for daemons=end
 
     def __init__(self, module=None, end_daemons=False):
@@ -107,7 +128,31 @@ class Guard(Engine):
             return True
         if call.name in BY_PID:
             return call.args[0] & 0xFFFFFFFF == int(self.proc[6:])
-        return any(p is not None and self.monitor_file.match(p) for p in call.paths()) or self._mem_write(call)
+        return (any(p is not None and self.monitor_file.match(p) for p in call.paths()) or self._mem_write(call)
+                or self._pseudo(call) is not None)
+
+    @staticmethod
+    def _pseudo(call):
+        """The errno for a call that would change /proc/sys, /sys or /dev
+        (see the module's text), or None."""
+        if call.name in LOOKS or not call.spec or not call.spec.path_slots:
+            return None
+        paths = [p for p in call.paths() if p is not None]
+        if not any(under_any(p, READ_ONLY + (DEV,)) for p in paths):
+            return None
+        try:
+            if not call.writes():
+                return None
+        except OSError:
+            return None  # the kernel's EFAULT
+        if any(under_any(p, READ_ONLY) for p in paths):
+            return errno.EROFS
+        dev = [p for p in paths if under_any(p, (DEV,)) and not under_any(p, (PTS,))]
+        if not dev:
+            return None
+        if call.name in OPENS or call.name == "openat2":
+            return None if _opens_device(call, dev[0]) else errno.EACCES
+        return errno.EACCES
 
     @staticmethod
     def _mem_write(call):
@@ -128,6 +173,15 @@ class Guard(Engine):
 
     def enter(self, call):
         name = call.name
+        if name in MKNODS:
+            return self._mknod(call)
+        pseudo = self._pseudo(call)
+        if pseudo is not None:
+            if ("pseudo", pseudo) not in self.told:
+                self.told.add(("pseudo", pseudo))
+                log.warning("guard: %s of %s refused (%s): the sandbox keeps /proc/sys, /sys and /dev as they "
+                            "are (docs/security.md)", name, call.paths()[0], errno.errorcode[pseudo])
+            return Skip.errno(pseudo)
         if name not in self.syscalls and self._mem_write(call):
             if "mem" not in self.told:
                 self.told.add("mem")
@@ -149,6 +203,18 @@ class Guard(Engine):
                         "(docs/security.md)", name)
         return Skip.errno(errno.EPERM)
 
+    def _mknod(self, call):
+        mode = call.arg("mode")
+        kind = stat.S_IFMT(mode)
+        if kind == stat.S_IFBLK or (kind == stat.S_IFCHR and _major_minor(call.arg("dev")) not in SAFE_CHR):
+            if "mknod" not in self.told:
+                self.told.add("mknod")
+                log.warning("guard: mknod of a device refused (EPERM): its node would reach the real device "
+                            "(docs/security.md)")
+            return Skip.errno(errno.EPERM)
+        pseudo = self._pseudo(call)
+        return CONTINUE if pseudo is None else Skip.errno(pseudo)
+
     @staticmethod
     def _mount_ns(call):
         """Would setns(fd, nstype) enter a mount namespace? nstype 0 takes
@@ -160,6 +226,30 @@ class Guard(Engine):
             return False
         link = core.proc_link(call.tid, core.signed32(call.args[0]))
         return link is None or link.startswith(b"mnt:")
+
+
+def _major_minor(dev):
+    """The kernel's dev_t encoding (new_decode_dev) split."""
+    return (dev >> 8) & 0xFFF, (dev & 0xFF) | ((dev >> 12) & 0xFFF00)
+
+
+def _opens_device(call, path):
+    """May this open for writing under /dev go on? An entry that exists and
+    is not a block device (a character device, a file of /dev/shm's kind); a
+    symlink is followed as the process would (/dev/disk/by-id/... leads to
+    the disk), one into /proc (/dev/stdout, /dev/fd/N: the process's own
+    fds, which the view already named) is left to the kernel. Creating a
+    new entry is not."""
+    target = os.path.realpath(path)
+    if target.startswith(b"/proc/"):
+        return True
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        return False  # O_CREAT would make a new entry in the real /dev
+    except OSError:
+        return True  # the kernel's answer
+    return not stat.S_ISBLK(st.st_mode)
 
 
 def _signal(pids, sig):

@@ -60,7 +60,7 @@ def build_parser():
                    "processes (every path call then stops; see docs/services.md)")
     p.add_argument("--sandbox", nargs="?", const="default", choices=SANDBOX_PRESETS, metavar="PRESET",
                    help="run COMMAND in a sandbox: a copy-on-write view of / in a fresh layer (thrown away "
-                   "at the end), a private /tmp, no network; PRESET net keeps the host's network, ro "
+                   "at the end), a private /tmp and /dev/shm, no network; PRESET net keeps the host's network, ro "
                    "makes writes outside /tmp fail with EROFS instead (no layer). -p modules are added on top")
     p.add_argument("--keep-layer", metavar="DIR",
                    help="with --sandbox: the layer is DIR (made if missing) and is kept; a later "
@@ -314,8 +314,12 @@ class Sandbox:
         # nobody may list it
         os.chmod(self.dir, 0o711)
         self.tmp = os.path.join(self.dir, "tmp")
-        os.mkdir(self.tmp)
-        os.chmod(self.tmp, 0o1777)  # as /tmp
+        # /dev/shm (POSIX shared memory and semaphores) likewise: the real
+        # one is the machine's, as /tmp is
+        self.shm = os.path.join(self.dir, "shm")
+        for d in (self.tmp, self.shm):
+            os.mkdir(d)
+            os.chmod(d, 0o1777)  # as /tmp and /dev/shm
         if keep_layer is not None:
             self.layer = os.path.abspath(keep_layer)
             os.makedirs(self.layer, 0o755, exist_ok=True)  # as a fresh layer: the mode of /
@@ -335,13 +339,16 @@ class Sandbox:
         elsewhere, are out of the view's reach when they lie in /tmp)."""
         # the private /tmp is a real directory: its files do not land in the
         # layer (nor fail under ro)
-        own = {"except": self.tmp} if ":" not in self.tmp and "," not in self.tmp else {}
+        own = {"except": f"{self.tmp}:{self.shm}"} if ":" not in self.dir and "," not in self.dir else {}
         # the guard first: the oldest engine, it refuses what no module served
         guard = ("guard", {"daemons": "end"})
         if self.preset == "ro":
             specs = [guard, ("viewfs", {"mount": "/:/:ro", **own})]
         else:
             specs = [guard, ("viewfs", {"mount": f"{self.layer}:/:cow", **own})]
+        # /dev/shm before /tmp: its source lies in $TMPDIR, which the next
+        # mount hides
+        specs.append(("viewfs", {"mount": f"{self.shm}:/dev/shm"}))
         tmp = {"mount": f"{self.tmp}:/tmp"}
         try:
             cwd = os.path.realpath(os.getcwd())

@@ -420,7 +420,13 @@ class CwdTracker(Engine):
             if real is None or not real.startswith(b"/") or real.endswith(b" (deleted)"):
                 return None  # no such fd, or a file no path names
             entry = self.fd_paths.get((self._tgid(tid), int(fd)))
-            base = entry[0] if entry is not None and entry[1] == real else self._from_real(real) or real
+            base = entry[0] if entry is not None and entry[1] == real else self._from_real(real)
+            if base is None and after is None and self.realize(real) != real:
+                # a file the view hides (opened before it, as a sandbox's
+                # stdout in the real /tmp): no path of the view names it. The
+                # kernel reopens it, if that asks for no more than the fd has
+                return None if _within_fd_access(call, tid, int(fd)) else _refuse(errno.EACCES)
+            base = base or real
         return base.rstrip(b"/") + b"/" + after if after else base
 
     def _in_root(self, call):
@@ -517,3 +523,20 @@ class CwdTracker(Engine):
 
     _cwd_target = staticmethod(core.proc_link)
     _fd_target = staticmethod(core.proc_link)
+
+
+def _within_fd_access(call, tid, fd):
+    """Does the call (reopening fd's file through /proc) write only if the fd
+    is open for writing?"""
+    try:
+        if not call.writes():
+            return True
+        with open(f"/proc/{tid}/fdinfo/{fd}", "rb") as f:
+            flags = next(int(line.split()[1], 8) for line in f if line.startswith(b"flags:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return False
+    return flags & 3 in (os.O_WRONLY, os.O_RDWR)
+
+
+def _refuse(err):
+    raise OSError(err, os.strerror(err))

@@ -192,6 +192,8 @@ _ABI_IDS = {"x86_64": 0, "i386": 1, "x32": 2}  # UM_ABI_* of core.h
 # Bytes kept free below the stack pointer: the x86_64 red zone.
 _RED_ZONE = 128
 _O_CLOEXEC = 0o2000000
+_O_WRITES = 0o1 | 0o2 | 0o100 | 0o1000  # O_WRONLY, O_RDWR, O_CREAT, O_TRUNC (O_TMPFILE has a write mode)
+_W_OK = 2
 _SCRATCH_LIMIT = 64 * 1024
 # pages of a thread's slot in the region for pinned paths (pin.c REGION_PAGES)
 _PIN_PAGES = 4
@@ -376,6 +378,23 @@ class Call:
             self._pinned_pages += 1
             self.args[index] = pinned
             self._strings[index] = (pinned, hit[1], hit[2])
+
+    def writes(self):
+        """Would the call change the file system? The syscall table's rule
+        for it (Spec.writes), as the C core applies it under a layered
+        prefix: open flags with a write bit (also openat2's, read from
+        memory), access with W_OK, or always (unlink, chmod...)."""
+        rule = self.spec.writes if self.spec is not None else None
+        if rule is None:
+            return False
+        kind = rule[0]
+        if kind == "always":
+            return True
+        if kind == "open_how":
+            return bool(int.from_bytes(self.read_mem(self.args[rule[1]], 8), "little") & _O_WRITES)
+        if kind == "access":
+            return bool(self.args[rule[1]] & _W_OK)
+        return bool(self.args[rule[1]] & _O_WRITES)  # oflags
 
     def read_mem(self, addr, size):
         return core.read_mem(self.tid, addr, size)

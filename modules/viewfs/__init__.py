@@ -40,7 +40,7 @@ from umview.service import Module, RedirectMount
 from umview.syscalls import PATH_SYSCALLS
 
 from .layers import (ACCESS, CREATE, FD_CHANGES, LISTING_CALLS, MODIFY, O_CREAT, O_EXCL, O_RDWR, O_TRUNC,
-                     O_WRITES, O_WRONLY, OPENS, PSEUDO, W_OK, LayeredMount)
+                     O_WRONLY, OPENS, PSEUDO, LayeredMount)
 
 log = logging.getLogger("umview")
 
@@ -73,26 +73,10 @@ class ViewfsMount(RedirectMount):
         return (self.source if self.source != b"/" else b"") + b"/" + rel
 
 
-def writes(call):
-    """Would call change the file system? The syscall table's rule for it
-    (Spec.writes, as the C core applies it under a layered prefix)."""
-    rule = call.spec.writes if call.spec is not None else None
-    if rule is None:
-        return False
-    kind = rule[0]
-    if kind == "always":
-        return True
-    if kind == "open_how":
-        return bool(struct.unpack("Q", call.read_mem(call.args[rule[1]], 8))[0] & O_WRITES)
-    if kind == "access":
-        return bool(call.args[rule[1]] & W_OK)
-    return bool(call.args[rule[1]] & O_WRITES)  # oflags
-
-
 class ReadOnlyMount(ViewfsMount):
     """Mode ro: SOURCE at TARGET as move shows it, and every call that would
     change a file there fails with EROFS, as on a file system mounted
-    read-only. The calls that change are the syscall table's (writes()),
+    read-only. The calls that change are the syscall table's (Call.writes()),
     plus those that change an open file by its fd alone (fchmod, fchown,
     fsetxattr...). Where SOURCE is TARGET (a read-only view of the tree
     itself) the mount is a layered prefix with nothing in its layer set: the
@@ -125,7 +109,7 @@ class ReadOnlyMount(ViewfsMount):
             if call.name == "bind":
                 return Skip.errno(errno.EROFS)  # a socket file would be made
             return super().enter(call)
-        if writes(call):
+        if call.writes():
             paths = [p for p in LayeredMount._paths(call) if p is not None and self.relative(p) is not None]
             if paths:
                 err = self._error(call, self._real(self.relative(paths[0])))

@@ -4,6 +4,7 @@ layer for a later sandbox. Each protection is first shown to act natively
 (the same script does change the real file), as root and as nobody."""
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -248,3 +249,110 @@ def test_find_and_rm_r_walk_a_tree_made_in_the_private_tmp(user):
         shutil.rmtree(native_dir)
     r = run(user, ["--sandbox"], script)
     assert (r.returncode, r.stdout) == (0, expected), r.stderr
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_a_sandbox_has_a_private_dev_shm_shared_by_its_processes(user):
+    need_user(user)
+    name = f"/dev/shm/umview-test-{os.getpid()}-{time.monotonic_ns()}"
+    # natively the script makes a real file there (everyone may)
+    native = subprocess.run(["sh", "-c", f"echo x > {name} && cat {name}"], capture_output=True)
+    try:
+        assert native.stdout == b"x\n" and os.path.exists(name)
+    finally:
+        os.unlink(name)
+    script = (f"echo x > {name} && sh -c 'cat {name}' && python3 -c "
+              "'import multiprocessing as m; s = m.Semaphore(); s.acquire(); s.release(); print(\"sem\")'")
+    r = run(user, ["--sandbox"], script)
+    assert r.stdout == b"x\nsem\n", r.stderr
+    assert not os.path.exists(name)
+
+
+@pytest.fixture
+def domainname():
+    with open("/proc/sys/kernel/domainname") as f:
+        saved = f.read()
+    yield saved
+    with open("/proc/sys/kernel/domainname", "w") as f:
+        f.write(saved)
+
+
+def test_root_in_a_sandbox_cannot_change_sysctls(domainname):
+    need_user("root")
+    script = "echo umview-test > /proc/sys/kernel/domainname; cat /proc/sys/kernel/domainname"
+    native = subprocess.run(["sh", "-c", script], capture_output=True)
+    assert native.stdout == b"umview-test\n"  # natively root does
+    with open("/proc/sys/kernel/domainname", "w") as f:
+        f.write(domainname)
+    r = run("root", ["--sandbox"], script)
+    assert r.stdout.decode() == domainname, r.stderr
+    assert b"Read-only file system" in r.stderr
+    with open("/proc/sys/kernel/domainname") as f:
+        assert f.read() == domainname
+
+
+def _block_device():
+    for name in sorted(os.listdir("/dev")):
+        path = os.path.join("/dev", name)
+        try:
+            if stat.S_ISBLK(os.lstat(path).st_mode):
+                return path
+        except OSError:
+            pass
+    return None
+
+
+def test_root_in_a_sandbox_cannot_change_dev(victim):
+    need_user("root")
+    entry = f"/dev/umview-test-{os.getpid()}"
+    node = os.path.join(victim, "blk")
+    script = f"touch {entry}; echo touch=$?; mknod {node} b 7 0; echo mknod=$?; echo x > /dev/null; echo null=$?"
+    native = subprocess.run(["sh", "-c", script], capture_output=True)
+    try:
+        assert native.stdout == b"touch=0\nmknod=0\nnull=0\n"  # natively root does
+    finally:
+        for p in (entry, node):
+            if os.path.lexists(p):
+                os.unlink(p)
+    r = run("root", ["--sandbox"], script)
+    assert r.stdout == b"touch=1\nmknod=1\nnull=0\n", r.stderr
+    assert not os.path.lexists(entry) and not os.path.lexists(node)
+    disk = _block_device()
+    if disk is None:
+        return
+    opener = f"python3 -c 'import os; os.close(os.open(\"{disk}\", os.O_WRONLY)); print(\"opened\")'"
+    assert subprocess.run(["sh", "-c", opener], capture_output=True).stdout == b"opened\n"
+    r = run("root", ["--sandbox"], opener)
+    assert b"Permission denied" in r.stderr and r.stdout == b""
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_a_file_the_sandbox_hides_is_reopened_through_its_fd_only_as_the_fd_allows(user):
+    """A file in the real /tmp, opened before the sandbox (a CI job's log
+    as the command's stdout; a file read on fd 3), no path of the sandbox
+    names: /dev/stdout reopens it for writing, as natively; the read-only
+    fd's /proc/self/fd/3 does not."""
+    need_user(user)
+    d = tempfile.mkdtemp(prefix="umview-sandbox-hidden-", dir="/tmp")
+    os.chmod(d, 0o777)
+    try:
+        hidden, out = os.path.join(d, "hidden"), os.path.join(d, "out")
+        script = "echo x >> /proc/self/fd/3; echo append=$?; echo y >> /dev/stdout; cat /dev/fd/3"
+        outer = 'exec 3<"$0" >>"$1"; shift; exec "$@"'
+
+        def fresh():
+            for p, text in ((hidden, "orig\n"), (out, "")):
+                with open(p, "w") as f:
+                    f.write(text)
+                os.chmod(p, 0o666)
+
+        fresh()
+        native = subprocess.run(["sh", "-c", outer, hidden, out, "sh", "-c", script], capture_output=True)
+        assert open(hidden).read() == "orig\nx\n", native.stderr  # natively the read-only fd's file is written
+        fresh()
+        r = subprocess.run(["sh", "-c", outer, hidden, out, *umview_for(user, "--sandbox", "--", "sh", "-c", script)],
+                           capture_output=True, timeout=120)
+        assert open(hidden).read() == "orig\n", r.stderr
+        assert open(out).read() == "append=2\ny\norig\n", r.stderr
+    finally:
+        shutil.rmtree(d)
