@@ -33,7 +33,9 @@ normal user gets from them natively:
   creating, removing, renaming or changing any entry, fail with EACCES, what
   a normal user gets (/dev/pts stays a tty's own: chown of a pty works);
   mknod of a block device, or of a character device other than null, zero,
-  full, random, urandom, tty, console and ptmx, fails with EPERM.
+  full, random, urandom, tty, console and ptmx, fails with EPERM. Opening an
+  existing character device for writing (/dev/null, a tty) costs nothing:
+  the C core lets it run (UM_PREFIX_DEVICES).
 
 A refusal is logged once per call name. Nothing here is a path of its own:
 the module claims only these rare calls.
@@ -57,7 +59,7 @@ import threading
 from umview import core
 from umview.engine import CONTINUE, Engine, Skip, under_any
 from umview.service import Module
-from umview.syscalls import PATH_SYSCALLS
+from umview.syscalls import PATH_SYSCALLS, follows_last
 
 log = logging.getLogger("umview")
 
@@ -93,8 +95,10 @@ class Guard(Engine):
     description = "mount, chroot, setns (mount namespace), acct, swap, reboot, kexec, kernel modules: EPERM"
 
     syscalls = MOUNTS | ROOT | MACHINE | MKNODS
-    # the C core hands it only the calls that write there
-    layered_prefixes = (DEV, *READ_ONLY)
+    # the C core hands it only the calls that write there (under /dev: not
+    # the opens of existing character devices, FIFOs and sockets)
+    layered_prefixes = READ_ONLY
+    device_prefixes = (DEV,)
     GRACE = 2.0  # seconds from SIGTERM to SIGKILL for daemons=end
 
     def __init__(self, module=None, end_daemons=False):
@@ -134,25 +138,32 @@ class Guard(Engine):
     @staticmethod
     def _pseudo(call):
         """The errno for a call that would change /proc/sys, /sys or /dev
-        (see the module's text), or None."""
+        (see the module's text), or None. The paths are those the kernel
+        gets (rewritten by the newer engines), resolved as it resolves them
+        in the real tree: a symlink elsewhere to a disk counts as the disk."""
         if call.name in LOOKS or not call.spec or not call.spec.path_slots:
-            return None
-        paths = [p for p in call.paths() if p is not None]
-        if not any(under_any(p, READ_ONLY + (DEV,)) for p in paths):
             return None
         try:
             if not call.writes():
                 return None
         except OSError:
             return None  # the kernel's EFAULT
-        if any(under_any(p, READ_ONLY) for p in paths):
+        targets = []
+        for slot, p in enumerate(call.paths()):
+            if p is None:
+                continue
+            target = _kernel_target(p, follow=follows_last(call.spec.nofollow[slot], call.args))
+            if target is not None:
+                targets.append(target)
+        if any(under_any(t, READ_ONLY) for t in targets):
             return errno.EROFS
-        dev = [p for p in paths if under_any(p, (DEV,)) and not under_any(p, (PTS,))]
+        dev = [t for t in targets if under_any(t, (DEV,)) and not under_any(t, (PTS,))]
         if not dev:
             return None
         if call.name in OPENS or call.name == "openat2":
-            return None if _opens_device(call, dev[0]) else errno.EACCES
+            return None if _opens_device(dev[0]) else errno.EACCES
         return errno.EACCES
+
 
     @staticmethod
     def _mem_write(call):
@@ -233,18 +244,28 @@ def _major_minor(dev):
     return (dev >> 8) & 0xFFF, (dev & 0xFF) | ((dev >> 12) & 0xFFF00)
 
 
-def _opens_device(call, path):
-    """May this open for writing under /dev go on? An entry that exists and
-    is not a block device (a character device, a file of /dev/shm's kind); a
-    symlink is followed as the process would (/dev/disk/by-id/... leads to
-    the disk), one into /proc (/dev/stdout, /dev/fd/N: the process's own
-    fds, which the view already named) is left to the kernel. Creating a
-    new entry is not."""
-    target = os.path.realpath(path)
-    if target.startswith(b"/proc/"):
-        return True
+def _kernel_target(path, follow):
+    """What the kernel reaches by path (absolute) in the real tree: symlinks
+    resolved (the last one if the call follows it). None for a path through
+    /proc (/dev/stdout, /dev/fd/N): its links name the process's own open
+    files, which the view named when they were opened (the cwd tracker
+    resolves such paths in the view); /proc/sys is itself, though."""
+    if follow:
+        target = os.path.realpath(path)
+    else:
+        head, tail = os.path.split(path)
+        target = os.path.join(os.path.realpath(head), tail) if tail else os.path.realpath(path)
+    if target.startswith(b"/proc/") and not under_any(target, (b"/proc/sys",)):
+        return None
+    return target
+
+
+def _opens_device(path):
+    """May this open for writing of path (resolved) under /dev go on? An
+    entry that exists and is not a block device (a character device, a file
+    of /dev/shm's kind); creating a new entry is not."""
     try:
-        st = os.stat(target)
+        st = os.stat(path)
     except FileNotFoundError:
         return False  # O_CREAT would make a new entry in the real /dev
     except OSError:

@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 16
+#define UM_CORE_VERSION 17
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -187,6 +187,10 @@ int um_prefix_clear(void);
                              * absolute paths under it go to Python; a path relative
                              * to a cwd or dirfd already under it is resolved there by
                              * the kernel, unless it climbs with ".." */
+#define UM_PREFIX_DEVICES 5 /* as LAYERED with nothing in the layer set (writes go to
+                             * Python), except an open for writing of a node that
+                             * exists and is a character device, FIFO or socket, with
+                             * no symlink on its path: the kernel's (/dev/null, ttys) */
 int um_prefix_add_kind(const char *prefix, int kind);
 int um_prefix_kind(const char *path); /* the kind a path falls under, -1 for none */
 

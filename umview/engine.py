@@ -69,6 +69,10 @@ class Engine:
         path_syscalls under them, the C core hands the engine only those that
         write (``arch.signatures.WRITES``) or whose path the layer set names
         (``core.layer_add``); the others run natively.
+    ``device_prefixes``: as ``layered_prefixes`` with nothing in a layer set
+        (the engine sees the calls that write there), except that opening an
+        existing character device, FIFO or socket for writing, with no
+        symlink on the way, runs natively (/dev/null, a tty): the guard's /dev.
     ``real_prefixes``: absolute paths inside a layered prefix that stay real
         (an ``except=`` path, /proc in a cow view of /).
     ``kernel_prefixes``: mount points whose real tree the kernel names by
@@ -88,6 +92,7 @@ class Engine:
     path_syscalls = frozenset()
     prefixes = ()
     layered_prefixes = ()
+    device_prefixes = ()
     real_prefixes = ()
     kernel_prefixes = ()
     #: real directories another path of the view stands for (a layer's upper
@@ -168,10 +173,12 @@ class Engine:
         if call.name in self.fd_syscalls and self.prefixes:
             path = core.proc_link(call.tid, core.signed32(call.args[0]))
             return path is not None and under_any(path, self.prefixes)
-        if call.name in self.path_syscalls and (self.prefixes or self.layered_prefixes or self.kernel_prefixes):
+        if call.name in self.path_syscalls and (self.prefixes or self.layered_prefixes or self.kernel_prefixes
+                                                or self.device_prefixes):
             for path in call.paths():
                 if path is not None and (under_any(path, self.prefixes)
                                          or under_any(path, self.layered_prefixes)
+                                         or under_any(path, self.device_prefixes)
                                          or under_any(path, self.kernel_prefixes)):
                     return True
         return False

@@ -195,12 +195,13 @@ class Dispatcher:
         more calls to Python wins."""
         modes = self.modes(self.engines)
         prefixes = {}
-        rank = {lib.UM_PREFIX_PLAIN: 4, lib.UM_PREFIX_KERNEL: 3, lib.UM_PREFIX_LAYERED: 2, lib.UM_PREFIX_ALIAS: 1,
-                lib.UM_PREFIX_REAL: 0}
+        rank = {lib.UM_PREFIX_PLAIN: 5, lib.UM_PREFIX_KERNEL: 4, lib.UM_PREFIX_LAYERED: 3, lib.UM_PREFIX_DEVICES: 2,
+                lib.UM_PREFIX_ALIAS: 1, lib.UM_PREFIX_REAL: 0}
         hidden = self._hidden_prefixes()
         for e in self.engines:
             for kind, paths in ((lib.UM_PREFIX_PLAIN, e.prefixes), (lib.UM_PREFIX_KERNEL, e.kernel_prefixes),
                                 (lib.UM_PREFIX_LAYERED, e.layered_prefixes),
+                                (lib.UM_PREFIX_DEVICES, e.device_prefixes),
                                 (lib.UM_PREFIX_REAL, e.real_prefixes), (lib.UM_PREFIX_ALIAS, e.alias_prefixes)):
                 for p in paths:
                     p = p.encode() if isinstance(p, str) else p
@@ -249,7 +250,7 @@ class Dispatcher:
             for name in e.syscalls:
                 self._check_name(e, name)
                 modes[name] = modes.get(name, 0) | lib.UM_CLAIM_ALL
-            if e.prefixes or e.layered_prefixes or e.kernel_prefixes or e.mounts_later:
+            if e.prefixes or e.layered_prefixes or e.device_prefixes or e.kernel_prefixes or e.mounts_later:
                 for name in e.path_syscalls:
                     self._check_name(e, name)
                     if name not in self.table.path_calls:
@@ -360,7 +361,7 @@ class Dispatcher:
             core.check(lib.um_prefix_add_kind(p, prefixes[p]))
         # a layered mount is right only if symlinks into its changed paths are
         # followed: the C core walks them (docs/internals.md)
-        lib.um_set_symlink_check(int(any(e.walks_symlinks or e.layered_prefixes for e in self.engines)))
+        lib.um_set_symlink_check(int(any(e.walks_symlinks or e.layered_prefixes or e.device_prefixes for e in self.engines)))
         lib.um_set_fd_check(int(any(e.fd_check for e in self.engines)))
         lib.um_set_families(self.families())
         return modes
@@ -383,7 +384,13 @@ class Dispatcher:
             call.retval = -errno.EACCES
             return lib.UM_REPLY_SKIP, call.retval, []
         for engine in view.entry_order():
-            if not engine.wants(call):
+            try:
+                wanted = engine.wants(call)
+            except Exception:  # noqa: BLE001 - a module bug must not crash the monitor
+                _log().exception("engine %s raised in wants(%s): failing the call with EIO", engine.name, call.name)
+                call.retval = -errno.EIO
+                return lib.UM_REPLY_SKIP, call.retval, []
+            if not wanted:
                 continue
             if call.abi not in engine.abis or (call.abi == "x32" and call.abi not in core.kernel_abis()):
                 # claimed, but of an ABI the engine cannot decode (refused,

@@ -320,10 +320,13 @@ def test_root_in_a_sandbox_cannot_change_dev(victim):
     disk = _block_device()
     if disk is None:
         return
-    opener = f"python3 -c 'import os; os.close(os.open(\"{disk}\", os.O_WRONLY)); print(\"opened\")'"
-    assert subprocess.run(["sh", "-c", opener], capture_output=True).stdout == b"opened\n"
-    r = run("root", ["--sandbox"], opener)
-    assert b"Permission denied" in r.stderr and r.stdout == b""
+    link = os.path.join(victim, "disk")
+    os.symlink(disk, link)  # a symlink elsewhere leads to the disk as well
+    for path in (disk, link):
+        opener = f"python3 -c 'import os; os.close(os.open(\"{path}\", os.O_WRONLY)); print(\"opened\")'"
+        assert subprocess.run(["sh", "-c", opener], capture_output=True).stdout == b"opened\n"
+        r = run("root", ["--sandbox"], opener)
+        assert b"Permission denied" in r.stderr and r.stdout == b"", (path, r.stderr)
 
 
 @pytest.mark.parametrize("user", USERS)

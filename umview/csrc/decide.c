@@ -140,6 +140,8 @@ static int visit_needs_python(const char *p, size_t n, uint64_t hash, int final,
     int k = prefix_kind_of(p);
     if (k == UM_PREFIX_PLAIN || k == UM_PREFIX_KERNEL)
         return 1;
+    if (k == UM_PREFIX_DEVICES)
+        return writes; /* reached through a symlink: Python looks */
     if (k != UM_PREFIX_LAYERED)
         return 0;
     if (writes)
@@ -561,6 +563,20 @@ static int call_writes(const struct um_decide_in *in, int sc)
     return 0;
 }
 
+/* UM_PREFIX_DEVICES: is this write an open of an existing character device,
+ * FIFO or socket, with no symlink on its path (raw: absolute, as given)? */
+static int opens_a_device(const struct um_decide_in *in, int sc, const char *raw)
+{
+    if (write_kind[sc] != UM_WRITE_OFLAGS && write_kind[sc] != UM_WRITE_OPENHOW)
+        return 0;
+    if (symlink_on_path(raw))
+        return 0;
+    struct stat st;
+    if (lstat(raw, &st))
+        return 0;
+    return S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
+}
+
 int decided_writes(const struct um_decide_in *in) { return in->sc >= 0 && call_writes(in, in->sc); }
 
 /* ------------------------------------------------------------------ */
@@ -685,6 +701,14 @@ int um_decide(struct um_decide_in *in)
             if (writes < 0)
                 writes = call_writes(in, sc);
             if (writes || layer_hit(in->path[s], (size_t)n)) {
+                python = 1;
+                continue;
+            }
+        }
+        if (k == UM_PREFIX_DEVICES) {
+            if (writes < 0)
+                writes = call_writes(in, sc);
+            if (writes && !opens_a_device(in, sc, raw)) {
                 python = 1;
                 continue;
             }
