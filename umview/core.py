@@ -153,6 +153,16 @@ def proc_link(tid, fd=AT_FDCWD):
         return None
 
 
+def fd_flags(tid, fd):
+    """The open flags of a thread's fd (/proc/TID/fdinfo/N), or None if they
+    cannot be read (a bad fd, a gone thread)."""
+    try:
+        with open(f"/proc/{tid}/fdinfo/{fd}", "rb") as f:
+            return next(int(line.split()[1], 8) for line in f if line.startswith(b"flags:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+
+
 def may_not_read(tid):
     """Does the kernel refuse the monitor a look at thread tid (its memory,
     its /proc/TID/cwd and fd/N)? It does when the process is not dumpable

@@ -425,7 +425,9 @@ class CwdTracker(Engine):
                 # a file the view hides (opened before it, as a sandbox's
                 # stdout in the real /tmp): no path of the view names it. The
                 # kernel reopens it, if that asks for no more than the fd has
-                return None if _within_fd_access(call, tid, int(fd)) else _refuse(errno.EACCES)
+                if not _within_fd_access(call, tid, int(fd)):
+                    raise OSError(errno.EACCES, os.strerror(errno.EACCES))
+                return None
             base = base or real
         return base.rstrip(b"/") + b"/" + after if after else base
 
@@ -531,12 +533,7 @@ def _within_fd_access(call, tid, fd):
     try:
         if not call.writes():
             return True
-        with open(f"/proc/{tid}/fdinfo/{fd}", "rb") as f:
-            flags = next(int(line.split()[1], 8) for line in f if line.startswith(b"flags:"))
-    except (OSError, StopIteration, ValueError, IndexError):
+    except OSError:
         return False
-    return flags & 3 in (os.O_WRONLY, os.O_RDWR)
-
-
-def _refuse(err):
-    raise OSError(err, os.strerror(err))
+    flags = core.fd_flags(tid, fd)
+    return flags is not None and flags & 3 in (os.O_WRONLY, os.O_RDWR)

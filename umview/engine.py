@@ -374,10 +374,7 @@ class Call:
             hit = self._strings.get(index)
             if hit is None or isinstance(hit[2], OSError) or self._pinned_pages >= _PIN_PAGES:
                 continue
-            addr = self.args[index]
-            if self.abi == "i386":
-                addr &= 0xFFFFFFFF
-            if addr != hit[0] or addr != (self.orig_args[index] & (0xFFFFFFFF if self.abi == "i386" else ~0)):
+            if self.args[index] != self.orig_args[index]:
                 continue  # rewritten (set_string pinned it)
             pinned = core.pin_string(self.tid, self.abi_id, self._pinned_pages, hit[2])
             if not pinned:

@@ -1464,10 +1464,8 @@ class LayeredMount(RedirectMount):
         up = self.layers.upper
         if path == up or path.startswith(up + b"/"):
             return None  # already the upper layer's
-        try:
-            with open(f"/proc/{call.tid}/fdinfo/{fd}") as f:
-                flags = int(next(line for line in f if line.startswith("flags:")).split()[1], 8)
-        except (OSError, StopIteration, ValueError):
+        flags = core.fd_flags(call.tid, fd)
+        if flags is None:
             return None  # the kernel says EBADF
         rel = self.relative(path) if path.startswith(b"/") else None
         if rel is None or flags & O_PATH:
