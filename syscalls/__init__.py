@@ -75,6 +75,11 @@ class Spec:
         self.nofollow = tuple(nofollow_rule(name, p) for p, _ in self.path_slots)
         self.empty_path_flags = EMPTY_PATH_FLAGS.get(name)
 
+    def follows(self, slot, args):
+        """Does the call follow a symlink in the last component of path
+        ``slot``, given its raw arguments? (follows_last)"""
+        return follows_last(self.nofollow[slot], args)
+
     def _arg(self, index, kind, name, before):
         if name is None:
             base = _KIND_NAMES.get(kind, kind if kind != "int" else f"arg{index}")

@@ -307,7 +307,9 @@ class Sandbox:
 
         self.preset = preset
         self.keep = [os.path.realpath(k) for k in keep]
-        self.dir = tempfile.mkdtemp(prefix="umview-sandbox-")
+        # real paths: the engines rewrite to them, Landlock and
+        # Call.run_anchored rely on them having no symlink
+        self.dir = os.path.realpath(tempfile.mkdtemp(prefix="umview-sandbox-"))
         janitor.remove_at_death(self.dir)  # also if umview is killed
         # every user of the view reaches the layer and the private /tmp
         # through it (a root sandbox whose command drops to another user);
@@ -321,8 +323,8 @@ class Sandbox:
             os.mkdir(d)
             os.chmod(d, 0o1777)  # as /tmp and /dev/shm
         if keep_layer is not None:
-            self.layer = os.path.abspath(keep_layer)
-            os.makedirs(self.layer, 0o755, exist_ok=True)  # as a fresh layer: the mode of /
+            os.makedirs(keep_layer, 0o755, exist_ok=True)  # as a fresh layer: the mode of /
+            self.layer = os.path.realpath(keep_layer)
         else:
             self.layer = os.path.join(self.dir, "layer")
         if not os.path.realpath(self.layer).startswith("/tmp/"):
@@ -364,6 +366,51 @@ class Sandbox:
         if self.preset != "net":
             specs.append(("vnet", {"null": True}))
         return specs
+
+    def landlock(self, modules=()):
+        """The kernel's bound on where the sandbox writes (umview.landlock):
+        beneath its directory (the private /tmp and /dev/shm, the layer) and
+        --keep-layer's, files of devices and of /proc, and the files open for
+        writing that the command inherits; or None (with a warning) if the
+        kernel has no Landlock or a module of the view cannot work under it
+        (Module.landlock_conflict)."""
+        from umview import landlock
+
+        for m in modules:
+            if m.landlock_conflict:
+                print(f"umview: warning: module {m.name}: {m.landlock_conflict}: this sandbox runs without "
+                      "Landlock, and a process that races the view on a path component can write a real file "
+                      "(docs/security.md)", file=sys.stderr)
+                return None
+        version = landlock.abi()
+        try:
+            ruleset = landlock.Ruleset(version) if version else None
+        except OSError as exc:
+            ruleset, why = None, str(exc)
+        else:
+            why = "the kernel has no Landlock (landlock(7))"
+        if ruleset is None:
+            print(f"umview: warning: {why}: a process of the sandbox that races the view on a path "
+                  "component can write a real file (docs/security.md)", file=sys.stderr)
+            return None
+        try:
+            ruleset.allow(self.dir, landlock.TREE_WRITES)
+            if self.preset != "ro":
+                ruleset.allow(self.layer, landlock.TREE_WRITES)
+            for d in ("/dev", "/proc"):
+                ruleset.allow(d, landlock.FILE_WRITES)
+            for f in landlock.inherited_writable_files():
+                ruleset.allow(f, landlock.FILE_WRITES)
+        except OSError:
+            ruleset.close()
+            raise
+        return ruleset
+
+    def anchor_roots(self):
+        """Where the sandbox's processes make and swap names, for
+        Monitor.anchor_roots."""
+        roots = [self.dir] + ([self.layer] if self.preset != "ro" else [])
+        return tuple(os.fsencode(r).rstrip(b"/") + b"/" for r in dict.fromkeys(roots))
 
     def close(self):
         from umview import janitor
@@ -507,6 +554,14 @@ def run_view(args, command, sandbox):
         return ("exit", 2)
 
     monitor = Monitor(engines, spin=args.spin, control=control)
+    if sandbox is not None:
+        monitor.anchor_roots = sandbox.anchor_roots()
+        try:
+            monitor.landlock = sandbox.landlock(modules)
+        except OSError as exc:
+            print(f"umview: --sandbox: cannot bound its writes with Landlock: {exc}", file=sys.stderr)
+            close([s.module for s in control.services])
+            return ("exit", 2)
     try:
         attach(modules, monitor.view)
         status = monitor.run(command)
@@ -521,6 +576,8 @@ def run_view(args, command, sandbox):
         return ("exit", 2)
     finally:
         close([s.module for s in control.services])
+        if monitor.landlock is not None:
+            monitor.landlock.close()
     if args.stats or args.stats_file:
         stats = Stats.from_core()
         if args.stats:

@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 17
+#define UM_CORE_VERSION 18
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -262,6 +262,10 @@ void um_set_event_mask(int mask);
 void um_set_spin(int iterations);
 
 /* --- running --- */
+/* A Landlock ruleset fd (landlock_create_ruleset) the first process enforces
+ * on itself before its filter and exec (the sandbox's write boundary), or -1.
+ * The caller keeps and closes its fd. */
+void um_set_landlock(int fd);
 int um_spawn(char *const argv[]);
 int um_next(struct um_event *ev);
 int um_first_status(void);

@@ -201,6 +201,15 @@ _RED_ZONE = 128
 _O_CLOEXEC = 0o2000000
 _O_WRITES = 0o1 | 0o2 | 0o100 | 0o1000  # O_WRONLY, O_RDWR, O_CREAT, O_TRUNC (O_TMPFILE has a write mode)
 _W_OK = 2
+_O_PATH, _O_DIRECTORY = 0o10000000, 0o200000
+_RESOLVE_NO_SYMLINKS = 0x04
+#: calls that change a file's metadata: Landlock cannot bound them, so with a
+#: path a view rewrote they run on the file the view resolved (run_anchored)
+ANCHORED = frozenset({
+    "chmod", "fchmodat", "fchmodat2", "chown", "lchown", "chown32", "lchown32", "fchownat",
+    "utime", "utimes", "futimesat", "utimensat", "utimensat_time64",
+    "setxattr", "lsetxattr", "setxattrat", "removexattr", "lremovexattr", "removexattrat",
+})
 _SCRATCH_LIMIT = 64 * 1024
 # pages of a thread's slot in the region for pinned paths (pin.c REGION_PAGES)
 _PIN_PAGES = 4
@@ -382,6 +391,73 @@ class Call:
             self._pinned_pages += 1
             self.args[index] = pinned
             self._strings[index] = (pinned, hit[1], hit[2])
+
+    def run_anchored(self, roots):
+        """For a call that changes metadata (chmod, chown, utimes, xattrs:
+        ANCHORED) whose path an engine rewrote to an absolute path under one
+        of ``roots`` (directories, realpaths, ending in "/"): run it here, on
+        the file the view decided on, and return its raw result (>= 0 or
+        -errno); None if it is not such a call (it then runs as decided).
+
+        The roots are where the view's processes may make and swap names (a
+        sandbox's layer and private directories); the view resolved every
+        symlink of the path there. A process may still swap a directory on
+        it for a symlink (to a real file) before the kernel walks it, and
+        Landlock, which bounds where a sandbox writes, does not cover
+        metadata. So the process first opens the file (or, for a call that
+        does not follow the last component, its directory) with O_PATH and
+        RESOLVE_NO_SYMLINKS: a symlink on the path now fails with ELOOP, as
+        the kernel's own walk of a path changed meanwhile may. The call then
+        runs on /proc/thread-self/fd/N (the magic link names that very file)
+        and the fd is closed: three injected calls, in the process's own
+        credentials. The strings live where no other thread can change them
+        (pinned)."""
+        if self.name not in ANCHORED or self.notified or self.spec is None:
+            return None
+        slots = [(slot, index) for slot, index in enumerate(self.path_indices)
+                 if self.args[index] != self.orig_args[index] and self.args[index]]
+        if len(slots) != 1:
+            return None
+        slot, index = slots[0]
+        hit = self._strings.get(index)
+        if hit is None or isinstance(hit[2], OSError) or not hit[2].startswith(roots):
+            return None
+        path = hit[2]
+        dirfd_index = self.dirfd_indices[slot]
+        numbers = _arch().abi_by_name(self.abi).numbers
+        if self.spec.follows(slot, self.args) or path.endswith(b"/"):
+            target, flags, rest = path, _O_PATH | _O_CLOEXEC, b""
+        else:
+            parent, _, base = path.rstrip(b"/").rpartition(b"/")
+            if base in (b"", b".", b".."):
+                return None  # left as decided
+            target, flags, rest = parent or b"/", _O_PATH | _O_CLOEXEC | _O_DIRECTORY, b"/" + base
+        how = flags.to_bytes(8, "little") + bytes(8) + _RESOLVE_NO_SYMLINKS.to_bytes(8, "little")
+        # the call itself no longer runs as decided: the pinned pages its
+        # paths took are free again
+        fd = core.inject(self.tid, self.abi_id, numbers["openat2"],
+                         [core.AT_FDCWD, self._place(target, 0), self._place(how, 1), len(how)])
+        if fd < 0:
+            return fd
+        try:
+            args = list(self.args)
+            args[index] = self._place(b"/proc/thread-self/fd/%d%s" % (fd, rest), 0)
+            if dirfd_index is not None:
+                args[dirfd_index] = core.AT_FDCWD & 0xFFFFFFFFFFFFFFFF
+            return core.inject(self.tid, self.abi_id, self.nr, args)
+        finally:
+            core.inject(self.tid, self.abi_id, numbers["close"], [fd])
+
+    def _place(self, data, page):
+        """The address of a copy of data (and a NUL) in the process, where no
+        other thread can change it before the kernel reads it: page ``page``
+        of the thread's pinned slot, or the stack if no other thread shares
+        its memory."""
+        addr = core.pin_string(self.tid, self.abi_id, page, data)
+        if not addr:
+            addr = self.alloc(len(data) + 1)
+            self.write_mem(addr, data + b"\0")
+        return addr
 
     def writes(self):
         """Would the call change the file system? The syscall table's rule

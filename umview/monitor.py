@@ -38,14 +38,23 @@ def _log():
     return logging.getLogger("umview")
 
 
+@functools.lru_cache(maxsize=None)
+def _getpid_nr(abi):
+    from umview import arch
+
+    return arch.abi_by_name(abi).numbers["getpid"]
+
+
 class _Pending:
     """A call waiting for its exit stop, and the engines that asked for it."""
 
-    __slots__ = ("call", "engines")
+    __slots__ = ("call", "engines", "result")
 
-    def __init__(self, call, engines):
+    def __init__(self, call, engines, result=None):
         self.call = call
         self.engines = engines
+        #: the result of a call run already (Call.run_anchored), or None
+        self.result = result
 
 
 class Dispatcher:
@@ -552,6 +561,12 @@ class Monitor:
         for e in engines:
             self.dispatcher.add(e)
         self.spin = spin
+        #: a umview.landlock.Ruleset the first process enforces (a sandbox's), or None
+        self.landlock = None
+        #: where the view's processes make and swap names (a sandbox's layer and
+        #: private directories: realpaths ending in "/"): a call that changes
+        #: metadata there runs on the file the view resolved (Call.run_anchored)
+        self.anchor_roots = ()
         self.notif = notif
         self._pending = {}
         self._trapped = None  # the names the running filter traps (fixed at spawn)
@@ -691,6 +706,7 @@ class Monitor:
             self.table.load_into_core()
             self._trapped = set(self.dispatcher.load_into_core())
         lib.um_set_spin(self.spin)
+        lib.um_set_landlock(-1 if self.landlock is None else self.landlock.fd)
         self._update_hooks()
         keep = [ffi.new("char[]", os.fsencode(a)) for a in argv]
         cargv = ffi.new("char *[]", keep + [ffi.NULL])
@@ -747,6 +763,31 @@ class Monitor:
         if call.nr != call.orig_nr:
             ev.nr = call.nr
             ev.changed |= lib.UM_CHANGED_NR
+        result = None
+        if reply != lib.UM_REPLY_SKIP and rewritten and self.anchor_roots:
+            try:
+                result = call.run_anchored(self.anchor_roots)
+            except OSError as exc:
+                if exc.errno != errno.ESRCH:
+                    _log().warning("%s of thread %d could not run on the file the view resolved: %s",
+                                   call.name, call.tid, exc.strerror)
+                result = -exc.errno
+            except Exception:  # noqa: BLE001 - a bug here fails the call, not the monitor
+                _log().exception("%s of thread %d: running it on the file the view resolved failed",
+                                 call.name, call.tid)
+                result = -errno.EIO
+            if result is not None:
+                if not exits:
+                    ev.reply = reply = lib.UM_REPLY_SKIP
+                    rval = result
+                else:
+                    # run already; the engines still see its exit (and its
+                    # arguments): a call that does nothing stands for it
+                    call.nr = ev.nr = _getpid_nr(call.abi)
+                    ev.changed |= lib.UM_CHANGED_NR
+                    ev.reply = lib.UM_REPLY_CONTINUE_AFTER
+                    self._pending[ev.tid] = _Pending(call, exits, result)
+                    return call
         if reply == lib.UM_REPLY_SKIP:
             # not run: ev.args stay what the process passed, so its
             # argument registers keep them (the syscall ABI preserves
@@ -800,7 +841,7 @@ class Monitor:
                 if pending is None:
                     continue
                 call = pending.call
-                call.retval = ev.rval
+                call.retval = ev.rval if pending.result is None else pending.result
                 call.execed = bool(ev.flags & lib.UM_EXIT_AFTER_EXEC)
                 self.dispatcher.exit(call, pending.engines)
                 if call.retval != ev.rval:

@@ -30,6 +30,11 @@ class Module:
     name = "module"
     description = ""
     options_help = ""
+    #: why the module cannot work under a sandbox's Landlock ruleset (its
+    #: processes reach files through a process outside the ruleset, which
+    #: Landlock forbids), or None; a sandbox loading it at start then runs
+    #: without Landlock, and says so
+    landlock_conflict = None
 
     def __init__(self, options):
         self.options = dict(options)

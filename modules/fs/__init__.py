@@ -312,6 +312,8 @@ class Fs(Module):
     description = "filesystem images, archives, tmpfs and FUSE servers mounted for the view (no root)"
     options_help = ("mount=SOURCE:TARGET[:TYPE] (at start; repeat with ;); other options are "
                     "mount options of those mounts (ro, a server's own)")
+    landlock_conflict = ("the view reaches its mounts through /proc/HELPER/root, which Landlock forbids to a "
+                         "sandboxed process (the helper is outside the ruleset)")
 
     def __init__(self, options):
         super().__init__(options)

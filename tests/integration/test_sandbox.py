@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import NOBODY, need_user, umview_for
+from conftest import NOBODY, need, need_user, umview_for
 
 USERS = ["root", "nobody"]
 
@@ -357,5 +357,64 @@ def test_a_file_the_sandbox_hides_is_reopened_through_its_fd_only_as_the_fd_allo
                            capture_output=True, timeout=120)
         assert open(hidden).read() == "orig\n", r.stderr
         assert open(out).read() == "append=2\ny\norig\n", r.stderr
+    finally:
+        shutil.rmtree(d)
+
+
+# Changes of metadata in the private /tmp and on copies in the layer: run on
+# the file the view resolved (Call.run_anchored), through a symlink, on a
+# symlink itself (-h), and with a relative path; the same as natively.
+METADATA = """cd {d} && mkdir sub && echo a > sub/f && ln -s sub link && ln -s {d}/sub/f abs && \
+chmod 600 link/f && touch -d 2001-02-03 abs && touch -h -d 2002-03-04 link && \
+python3 -c 'import os; os.setxattr("abs", "user.k", b"v"); print(os.getxattr("sub/f", "user.k"))' && \
+cd sub && chmod 640 f && chmod 700 ../sub && cd .. && \
+stat -c '%n %A' sub abs && stat -c '%n %A %y' sub/f link | sed 's/\\.[0-9]* / /' && \
+chmod 604 {v} && touch -d 2003-04-05 {v} && stat -c '%A %y' {v} | sed 's/\\.[0-9]* / /' && \
+chmod 000 nothere; echo $?"""
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_metadata_changes_in_a_sandbox_give_what_they_give_natively(victim, user):
+    need_user(user)
+    native_dir = tempfile.mkdtemp(prefix="umview-sandbox-native-", dir="/var/tmp")
+    try:
+        os.chmod(native_dir, 0o777)
+        native_victim = os.path.join(native_dir, "victim")
+        shutil.copy(os.path.join(victim, "victim"), native_victim)
+        os.chmod(native_victim, 0o666)
+        if os.geteuid() == 0:
+            os.chown(native_victim, NOBODY, NOBODY)
+        work = os.path.join(native_dir, "work")
+        as_user = [] if user == "root" else ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+        native = subprocess.run(as_user + ["sh", "-c", f"mkdir {work} && " + METADATA.format(d=work, v=native_victim)],
+                                capture_output=True)
+        assert native.returncode == 0, native.stderr
+        assert oct(os.stat(native_victim).st_mode & 0o777) == "0o604"  # natively the real file changes
+    finally:
+        shutil.rmtree(native_dir)
+    before = os.stat(os.path.join(victim, "victim"))
+    r = run(user, ["--sandbox"], f"mkdir /tmp/work && " + METADATA.format(d="/tmp/work", v=f"{victim}/victim"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode() == native.stdout.decode().replace(work, "/tmp/work")
+    after = os.stat(os.path.join(victim, "victim"))
+    assert (after.st_mode, after.st_mtime_ns, after.st_ctime_ns) == (before.st_mode, before.st_mtime_ns,
+                                                                      before.st_ctime_ns)
+
+
+def test_a_sandbox_with_the_fs_module_reads_its_image_and_says_it_runs_without_landlock():
+    # the fs module reaches its mounts through its helper's /proc/PID/root,
+    # which Landlock forbids to a sandboxed process: the sandbox leaves
+    # Landlock out (else: Permission denied) and says so
+    need("mksquashfs", "squashfuse")
+    d = tempfile.mkdtemp(prefix="umview-sandbox-fs-", dir="/var/tmp")
+    try:
+        os.mkdir(os.path.join(d, "src"))
+        with open(os.path.join(d, "src", "a"), "w") as f:
+            f.write("from the image\n")
+        subprocess.run(["mksquashfs", os.path.join(d, "src"), os.path.join(d, "img"), "-quiet"], check=True,
+                       capture_output=True)
+        r = run("root", ["--sandbox", "-p", f"fs,mount={d}/img:/mnt"], "cat /mnt/a")
+        assert (r.returncode, r.stdout) == (0, b"from the image\n"), r.stderr
+        assert b"runs without Landlock" in r.stderr
     finally:
         shutil.rmtree(d)

@@ -64,6 +64,7 @@
 #define UM_NOTIF_SYNC_WAKE_UP 1 /* SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP */
 #define SYS_pidfd_open_ 434
 #define SYS_pidfd_getfd_ 438
+#define SYS_landlock_restrict_self_ 446
 #define SI_ENTRY 1
 #define SI_EXIT 2
 #define SI_SECCOMP 3

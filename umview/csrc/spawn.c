@@ -47,6 +47,30 @@ static void write_errno(int fd, int e)
 }
 
 static int spawn_err_fd = -1;
+/* a Landlock ruleset the first process enforces on itself before its exec
+ * (um_set_landlock), or -1 */
+static int landlock_fd = -1;
+
+void um_set_landlock(int fd) { landlock_fd = fd; }
+
+/* In the child: enforce the ruleset. Without CAP_SYS_ADMIN the kernel wants
+ * no_new_privs first (as for the filter); with it (root), setuid programs
+ * keep working. 0 or -errno. */
+static int enforce_landlock(void)
+{
+    if (landlock_fd < 0)
+        return 0;
+    long r = syscall(SYS_landlock_restrict_self_, landlock_fd, 0);
+    if (r < 0 && errno == EPERM) {
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+            return -errno;
+        r = syscall(SYS_landlock_restrict_self_, landlock_fd, 0);
+    }
+    if (r < 0)
+        return -errno;
+    close(landlock_fd);
+    return 0;
+}
 /* the user-notification listener: the child reports its number on setup_fd,
  * the monitor takes it with pidfd_getfd and then lets the child exec (go_fd) */
 int setup_fd = -1, go_fd = -1, listener_fd = -1, sigchld_fd = -1;
@@ -108,6 +132,11 @@ int um_spawn(char *const argv[])
         if (n != 1)
             _exit(127);
         int listener;
+        r = enforce_landlock();
+        if (r) {
+            write_errno(err[1], -r);
+            _exit(126);
+        }
         r = install_filter(&listener);
         if (r) {
             write_errno(err[1], -r);

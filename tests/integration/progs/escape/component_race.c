@@ -9,10 +9,13 @@
  *               directory, removed, and again
  *     exchange  a is a directory holding NAME (the harmless file), swapped with
  *               the symlink b (RENAME_EXCHANGE)
+ *     chmod     as exchange, but a chmod of S/a/NAME to mode 0604 instead of an
+ *               open (a change of metadata, which no open shows)
  *
  * Each open that got a file other than the harmless one appends a byte (a
  * "win"): natively VICTIM, in a view maybe its copy. Exit 0 if some open
- * won; "real" counts the wins that got VICTIM's own device and inode.
+ * won; "real" counts the wins that got VICTIM's own device and inode. A
+ * chmod wins when VICTIM (as the process sees it) takes the mode.
  */
 #include "escape.h"
 #include <pthread.h>
@@ -22,7 +25,7 @@ static char scratch[] = "/tmp/escape-race-XXXXXX";
 static char a[64], b[64], decoy_path[64], in_a[128];
 static const char *victim;
 static char *victim_dir;
-static int exchange;
+static int exchange, metadata;
 static volatile int stop;
 
 static void *flip(void *unused)
@@ -62,7 +65,8 @@ int main(int argc, char **argv)
 {
     if (argc < 3)
         unsupported("usage: component_race symlink|exchange VICTIM [TRIES]");
-    exchange = !strcmp(argv[1], "exchange");
+    metadata = !strcmp(argv[1], "chmod");
+    exchange = metadata || !strcmp(argv[1], "exchange");
     if (!exchange && strcmp(argv[1], "symlink"))
         unsupported("unknown mode");
     victim = argv[2];
@@ -88,6 +92,15 @@ int main(int argc, char **argv)
         fail("pthread_create");
     int wins = 0, real = 0;
     for (int i = 0; i < tries || (!wins && i < 20 * tries); i++) {
+        if (metadata) {
+            struct stat now;
+            if (chmod(in_a, 0604) == 0 && !stat(victim, &now) && (now.st_mode & 07777) == 0604) {
+                wins++;
+                real += now.st_dev == target.st_dev && now.st_ino == target.st_ino;
+                break;  /* the victim keeps that mode: one win says it */
+            }
+            continue;
+        }
         int fd = open(in_a, O_WRONLY | O_APPEND);
         if (fd < 0)
             continue;
