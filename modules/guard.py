@@ -58,6 +58,7 @@ import threading
 
 from umview import core
 from umview.engine import CONTINUE, Engine, Skip, under_any
+from umview.pathwalk import plain_path
 from umview.service import Module
 from umview.syscalls import PATH_SYSCALLS, follows_last
 
@@ -250,7 +251,13 @@ def _kernel_target(path, follow):
     /proc (/dev/stdout, /dev/fd/N): its links name the process's own open
     files, which the view named when they were opened (the cwd tracker
     resolves such paths in the view); /proc/sys is itself, though."""
-    if follow:
+    plain = plain_path(path, follow)
+    if plain is None:  # a new name: its directory decides
+        plain = plain_path(os.path.dirname(path), True)
+    if plain:
+        # no symlink on the way: one lookup (realpath costs one a component)
+        target = path
+    elif follow:
         target = os.path.realpath(path)
     else:
         head, tail = os.path.split(path)

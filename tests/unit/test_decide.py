@@ -41,7 +41,8 @@ def tables():
     assert lib.um_set_write(MKDIR, lib.UM_WRITE_ALWAYS, -1) == 0
     lib.um_prefix_clear()
     for prefix, kind in [(b"/foo", lib.UM_PREFIX_PLAIN), (b"/lay", lib.UM_PREFIX_LAYERED),
-                         (b"/lay/real", lib.UM_PREFIX_REAL), (b"/upper", lib.UM_PREFIX_ALIAS)]:
+                         (b"/lay/real", lib.UM_PREFIX_REAL), (b"/upper", lib.UM_PREFIX_ALIAS),
+                         (b"/foo/src", lib.UM_PREFIX_ALIAS)]:  # a move mount of /foo whose source lies in /foo
         assert lib.um_prefix_add_kind(prefix, kind) == 0
     lib.um_layer_clear()
     assert lib.um_layer_add(b"/lay/hidden", lib.UM_LAYER_HIDE) == 0
@@ -196,3 +197,21 @@ def test_faithful_virtual_cwd_lets_a_relative_path_without_dotdot_be_decided():
 
 def test_unreadable_or_overlong_path_is_left_to_the_kernel():
     assert decide(OPENAT, b"/foo/x", state=lib.UM_SLOT_ERROR) == (NATIVE, None, -1)
+
+
+def test_a_real_path_under_an_alias_inside_a_plain_prefix_is_the_alias():
+    # the sandbox's /tmp: a move mount of /tmp (plain) whose source lies in
+    # the real /tmp (an alias). A path the process wrote is the view's: the
+    # plain prefix takes it, although it names the source lexically
+    assert decide(OPENAT, b"/foo/src/f", flags=R)[0] == PYTHON
+    # an fd's path is real: a file of the source, not of the view's /foo
+    assert decide(NEWFSTATAT, b"", b"/foo/src/d", at_flags=AT_EMPTY_PATH, dirfd=3)[0] == NATIVE
+    assert decide(NEWFSTATAT, b"", b"/foo/other", at_flags=AT_EMPTY_PATH, dirfd=3)[0] == PYTHON
+    # a faithful cwd in the source: the kernel reaches what the view means
+    faithful = lib.UM_VCWD | lib.UM_VCWD_FAITHFUL
+    assert decide(OPENAT, b"d/f", b"/foo/src", vcwd=faithful, flags=R)[0] == NATIVE
+    assert decide(OPENAT, b"d/f", b"/foo/src", vcwd=faithful, flags=W)[0] == NATIVE
+    assert decide(OPENAT, b"../f", b"/foo/src/d", vcwd=faithful, flags=R)[0] == PYTHON
+    assert decide(OPENAT, b"f", b"/foo/x", vcwd=faithful, flags=R)[0] == PYTHON  # not under the source
+    # relative to a dirfd (no cwd check by the view): still the view's
+    assert decide(OPENAT, b"d/f", b"/foo/src", dirfd=3, flags=R)[0] == PYTHON

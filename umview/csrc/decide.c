@@ -91,6 +91,27 @@ static int prefix_kind_at(const char *p, int *at)
 
 static int prefix_kind_of(const char *p) { return prefix_kind_at(p, NULL); }
 
+/* The kind of the longest prefix p lies under, a plain one included only if
+ * it is the longest. For a real path (an fd's, or where a faithful cwd
+ * leads): there a plain prefix that merely contains the real file lexically
+ * (a move mount of /tmp, whose source is in the real /tmp) says nothing; the
+ * prefix of its directory (the source: an alias) does. */
+static int prefix_kind_longest(const char *p)
+{
+    int kind = -1;
+    size_t best = 0;
+    for (int i = 0; i < nprefixes; i++) {
+        size_t l = prefix_len[i];
+        if (l > 1 && (strncmp(p, prefixes[i], l) != 0 || (p[l] != 0 && p[l] != '/')))
+            continue;
+        if (kind < 0 || l > best || (l == best && prefix_kind[i] == UM_PREFIX_PLAIN)) {
+            kind = prefix_kind[i];
+            best = l;
+        }
+    }
+    return kind;
+}
+
 /* Is the (absolute) base directory of a relative path at or under prefix i? */
 static int base_under(const char *base, int i)
 {
@@ -618,7 +639,9 @@ int um_decide(struct um_decide_in *in)
     if (in->unreadable)
         return UM_DECIDE_UNREADABLE; /* where it goes is unknown: it must not run unseen */
     int python = (c & UM_CLAIM_ALL) != 0;
-    if ((c & UM_CLAIM_FD) && in->fd0[0] == '/' && prefix_kind_of(in->fd0) == UM_PREFIX_PLAIN)
+    /* an fd's path is a real one: the longest prefix tells (the file of a
+     * move mount's source, in a directory a plain prefix contains, is real) */
+    if ((c & UM_CLAIM_FD) && in->fd0[0] == '/' && prefix_kind_longest(in->fd0) == UM_PREFIX_PLAIN)
         python = 1;
     if ((c & UM_CLAIM_VCWD) && (in->vcwd & UM_VCWD))
         python = 1;
@@ -652,7 +675,7 @@ int um_decide(struct um_decide_in *in)
              * or written under a layered one (a lower file changed through
              * an fd, as futimens does, is copied up first) */
             if (fd_check && st->base_known && st->base[0] == '/') {
-                int k = prefix_kind_of(st->base);
+                int k = prefix_kind_longest(st->base);
                 if (writes < 0 && k == UM_PREFIX_LAYERED)
                     writes = call_writes(in, sc);
                 python = k == UM_PREFIX_PLAIN || (k == UM_PREFIX_LAYERED && writes);
@@ -669,6 +692,12 @@ int um_decide(struct um_decide_in *in)
             continue;
         }
         int k = in->path_kind[s];
+        if (k == UM_PREFIX_PLAIN && st->state == UM_SLOT_PATH && st->str[0] != '/' && st->cwd_relative &&
+            (in->vcwd & UM_VCWD_FAITHFUL) && !climbs)
+            /* below a faithful cwd (the view checked that the kernel's cwd
+             * shows what the virtual one does, with no mount below): what
+             * the kernel reaches is what the view means */
+            k = prefix_kind_longest(in->path[s]);
         if (k == UM_PREFIX_PLAIN || (check_symlinks && nprefixes > 0 && (proc_magic(in->path[s]) || proc_magic(raw)))) {
             python = 1;
             continue;
