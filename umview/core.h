@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 18
+#define UM_CORE_VERSION 19
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -191,6 +191,10 @@ int um_prefix_clear(void);
                              * Python), except an open for writing of a node that
                              * exists and is a character device, FIFO or socket, with
                              * no symlink on its path: the kernel's (/dev/null, ttys) */
+#define UM_PREFIX_ALIAS_CLEAN 6 /* an alias whose tree the view shows at one place, with
+                                 * no mount below and none newer over it (a move mount's
+                                 * source): also a path relative to a dirfd in it that
+                                 * does not climb is the kernel's, inside a plain prefix */
 int um_prefix_add_kind(const char *prefix, int kind);
 int um_prefix_kind(const char *path); /* the kind a path falls under, -1 for none */
 

@@ -56,6 +56,7 @@ PROC_LINK = re.compile(rb"(self|thread-self|[0-9]+)(?:/task/([0-9]+))?/(root|cwd
 class CwdTracker(Engine):
     name = "cwd"
     description = "virtual current directories"
+    mirrors_mounts = True
     # fchdir always (is the fd one opened through a mount?); getcwd and chdir
     # of threads with a virtual cwd (chdir under a mount is a path claim);
     # execve always while a redirecting mount exists (its #! interpreter may

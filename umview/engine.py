@@ -99,6 +99,9 @@ class Engine:
     #: directory): kept in C, but a path relative to a cwd or dirfd in one
     #: that climbs with ".." reaches Python
     alias_prefixes = ()
+    #: its prefixes are the mounts' own, which it follows (the cwd tracker):
+    #: no part of the view is its alone
+    mirrors_mounts = False
     #: the C core also hands the engine calls that name an open file with an
     #: empty path and AT_EMPTY_PATH (glibc's fstat) when that file lies under
     #: a plain prefix; costs a readlink per such call, so off unless asked

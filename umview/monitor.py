@@ -204,14 +204,17 @@ class Dispatcher:
         more calls to Python wins."""
         modes = self.modes(self.engines)
         prefixes = {}
-        rank = {lib.UM_PREFIX_PLAIN: 5, lib.UM_PREFIX_KERNEL: 4, lib.UM_PREFIX_LAYERED: 3, lib.UM_PREFIX_DEVICES: 2,
-                lib.UM_PREFIX_ALIAS: 1, lib.UM_PREFIX_REAL: 0}
+        rank = {lib.UM_PREFIX_PLAIN: 6, lib.UM_PREFIX_KERNEL: 5, lib.UM_PREFIX_LAYERED: 4, lib.UM_PREFIX_DEVICES: 3,
+                lib.UM_PREFIX_ALIAS: 2, lib.UM_PREFIX_ALIAS_CLEAN: 1, lib.UM_PREFIX_REAL: 0}
         hidden = self._hidden_prefixes()
         for e in self.engines:
+            alias = lib.UM_PREFIX_ALIAS_CLEAN if self._clean(e) else lib.UM_PREFIX_ALIAS
             for kind, paths in ((lib.UM_PREFIX_PLAIN, e.prefixes), (lib.UM_PREFIX_KERNEL, e.kernel_prefixes),
                                 (lib.UM_PREFIX_LAYERED, e.layered_prefixes),
                                 (lib.UM_PREFIX_DEVICES, e.device_prefixes),
-                                (lib.UM_PREFIX_REAL, e.real_prefixes), (lib.UM_PREFIX_ALIAS, e.alias_prefixes)):
+                                (lib.UM_PREFIX_REAL, e.real_prefixes),
+                                # the mounts' own say whether they are clean
+                                (alias, () if e.mirrors_mounts else e.alias_prefixes)):
                 for p in paths:
                     p = p.encode() if isinstance(p, str) else p
                     if (id(e), p) in hidden:
@@ -228,6 +231,34 @@ class Dispatcher:
                 if other not in modes:
                     modes[other] = refuse
         return modes, prefixes
+
+    def _clean(self, e):
+        """Is the tree of e's alias prefixes shown by the view at one place
+        (e.target, a move mount's) and nowhere else? e leaves nothing below
+        its target to others (no exceptions), no other engine serves a path
+        at or under it, and no newer one a path over it. Then a name below a
+        dirfd in the alias, without "..", is what the view means there
+        (UM_PREFIX_ALIAS_CLEAN). With nested views: never (each view has its
+        own engines)."""
+        target = getattr(e, "target", None)
+        if not e.alias_prefixes or not isinstance(target, bytes) or getattr(e, "exceptions", ()) \
+                or len(self.views) > 1:
+            return False
+        below = target.rstrip(b"/") + b"/"
+        newer = False
+        for other in self.engines:
+            if other is e:
+                newer = True
+                continue
+            if other.mirrors_mounts:
+                continue
+            for p in (*other.prefixes, *other.kernel_prefixes, *other.layered_prefixes, *other.device_prefixes):
+                p = p.encode() if isinstance(p, str) else p
+                if p == target or p.startswith(below):
+                    return False
+                if newer and (p == b"/" or below.startswith(p.rstrip(b"/") + b"/")):
+                    return False
+        return True
 
     def _hidden_prefixes(self):
         """(engine id, prefix) of real and alias prefixes left out of the

@@ -418,3 +418,30 @@ def test_a_sandbox_with_the_fs_module_reads_its_image_and_says_it_runs_without_l
         assert b"runs without Landlock" in r.stderr
     finally:
         shutil.rmtree(d)
+
+
+# A directory fd of the sandbox's /tmp, and names below it: the kernel
+# resolves them where the fd is (the private /tmp) when no mount of the view
+# lies below /tmp; with one (here a move mount at /tmp/sub) the view must.
+DIRFD = """python3 -c '
+import os
+os.makedirs("/tmp/d", exist_ok=True)
+open("/tmp/d/f", "w").write("private tmp\\n")
+fd = os.open("/tmp", os.O_RDONLY)
+print(open(os.open("d/f", os.O_RDONLY, dir_fd=fd)).read(), end="")
+print(os.listdir(os.open("sub", os.O_RDONLY, dir_fd=fd)) if os.path.isdir("/tmp/sub") else "no sub")
+print(open(os.open("sub/m", os.O_RDONLY, dir_fd=fd)).read() if os.path.isdir("/tmp/sub") else "", end="")
+'"""
+
+
+def test_names_below_a_dirfd_of_the_private_tmp_are_the_views_with_or_without_a_mount_below():
+    d = tempfile.mkdtemp(prefix="umview-sandbox-mnt-", dir="/var/tmp")
+    try:
+        with open(os.path.join(d, "m"), "w") as f:
+            f.write("mounted\n")
+        r = run("root", ["--sandbox"], DIRFD)
+        assert (r.returncode, r.stdout.decode()) == (0, "private tmp\nno sub\n"), r.stderr
+        r = run("root", ["--sandbox", "-p", f"viewfs,mount={d}:/tmp/sub"], DIRFD)
+        assert (r.returncode, r.stdout.decode()) == (0, "private tmp\n['m']\nmounted\n"), r.stderr
+    finally:
+        shutil.rmtree(d)

@@ -42,7 +42,8 @@ def tables():
     lib.um_prefix_clear()
     for prefix, kind in [(b"/foo", lib.UM_PREFIX_PLAIN), (b"/lay", lib.UM_PREFIX_LAYERED),
                          (b"/lay/real", lib.UM_PREFIX_REAL), (b"/upper", lib.UM_PREFIX_ALIAS),
-                         (b"/foo/src", lib.UM_PREFIX_ALIAS)]:  # a move mount of /foo whose source lies in /foo
+                         (b"/foo/src", lib.UM_PREFIX_ALIAS),  # a move mount of /foo whose source lies in /foo
+                         (b"/foo/clean", lib.UM_PREFIX_ALIAS_CLEAN)]:  # ... one with nothing mounted below
         assert lib.um_prefix_add_kind(prefix, kind) == 0
     lib.um_layer_clear()
     assert lib.um_layer_add(b"/lay/hidden", lib.UM_LAYER_HIDE) == 0
@@ -215,3 +216,12 @@ def test_a_real_path_under_an_alias_inside_a_plain_prefix_is_the_alias():
     assert decide(OPENAT, b"f", b"/foo/x", vcwd=faithful, flags=R)[0] == PYTHON  # not under the source
     # relative to a dirfd (no cwd check by the view): still the view's
     assert decide(OPENAT, b"d/f", b"/foo/src", dirfd=3, flags=R)[0] == PYTHON
+
+
+def test_a_dirfd_in_a_clean_alias_lets_a_relative_path_without_dotdot_run():
+    assert decide(OPENAT, b"d/f", b"/foo/clean", dirfd=3, flags=W)[0] == NATIVE
+    assert decide(OPENAT, b"d/f", b"/foo/clean/x", dirfd=3, flags=R)[0] == NATIVE
+    assert decide(OPENAT, b"../f", b"/foo/clean/d", dirfd=3, flags=R)[0] == PYTHON  # climbs
+    assert decide(OPENAT, b"../../f", b"/foo/clean/d", dirfd=3, flags=R)[0] == PYTHON  # out of it
+    assert decide(OPENAT, b"/foo/clean/f", flags=R)[0] == PYTHON  # a view path: the plain prefix's
+    assert decide(OPENAT, b"clean/f", b"/foo", dirfd=3, flags=R)[0] == PYTHON  # from outside it

@@ -692,12 +692,17 @@ int um_decide(struct um_decide_in *in)
             continue;
         }
         int k = in->path_kind[s];
-        if (k == UM_PREFIX_PLAIN && st->state == UM_SLOT_PATH && st->str[0] != '/' && st->cwd_relative &&
-            (in->vcwd & UM_VCWD_FAITHFUL) && !climbs)
+        if (k == UM_PREFIX_PLAIN && st->state == UM_SLOT_PATH && st->str[0] != '/' && !climbs) {
             /* below a faithful cwd (the view checked that the kernel's cwd
-             * shows what the virtual one does, with no mount below): what
-             * the kernel reaches is what the view means */
-            k = prefix_kind_longest(in->path[s]);
+             * shows what the virtual one does, with no mount below), or
+             * below a dirfd in a clean alias: what the kernel reaches is
+             * what the view means */
+            int longest = prefix_kind_longest(in->path[s]);
+            if (st->cwd_relative ? (in->vcwd & UM_VCWD_FAITHFUL) != 0
+                                 : longest == UM_PREFIX_ALIAS_CLEAN && st->base_known &&
+                                       prefix_kind_longest(st->base) == UM_PREFIX_ALIAS_CLEAN)
+                k = longest;
+        }
         if (k == UM_PREFIX_PLAIN || (check_symlinks && nprefixes > 0 && (proc_magic(in->path[s]) || proc_magic(raw)))) {
             python = 1;
             continue;
@@ -722,7 +727,9 @@ int um_decide(struct um_decide_in *in)
         }
         /* ".." from a directory of a layer's upper directory: its parent
          * there lacks what the view shows (the lower layer's names) */
-        if (climbs && (k == UM_PREFIX_ALIAS || prefix_kind_of(raw) == UM_PREFIX_ALIAS)) {
+        int raw_kind = climbs ? prefix_kind_of(raw) : -1;
+        if (climbs && (k == UM_PREFIX_ALIAS || k == UM_PREFIX_ALIAS_CLEAN || raw_kind == UM_PREFIX_ALIAS ||
+                       raw_kind == UM_PREFIX_ALIAS_CLEAN)) {
             python = 1;
             continue;
         }

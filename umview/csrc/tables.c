@@ -133,7 +133,7 @@ int um_prefix_add_kind(const char *p, int kind)
     size_t l = strlen(p);
     if (nprefixes >= (int)(sizeof prefixes / sizeof prefixes[0]))
         return -ENOSPC;
-    if (l == 0 || p[0] != '/' || kind < UM_PREFIX_PLAIN || kind > UM_PREFIX_DEVICES)
+    if (l == 0 || p[0] != '/' || kind < UM_PREFIX_PLAIN || kind > UM_PREFIX_ALIAS_CLEAN)
         return -EINVAL;
     while (l > 1 && p[l - 1] == '/')
         l--;
