@@ -2,10 +2,12 @@
 /tmp, no network; --sandbox net keeps the network; --keep-layer DIR keeps the
 layer for a later sandbox. Each protection is first shown to act natively
 (the same script does change the real file), as root and as nobody."""
+import json
 import os
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -424,6 +426,7 @@ def test_a_sandbox_with_the_fs_module_reads_its_image_and_says_it_runs_without_l
 # resolves them where the fd is (the private /tmp) when no mount of the view
 # lies below /tmp; with one (here a move mount at /tmp/sub) the view must.
 DIRFD = """python3 -c '
+import json
 import os
 os.makedirs("/tmp/d", exist_ok=True)
 open("/tmp/d/f", "w").write("private tmp\\n")
@@ -445,3 +448,27 @@ def test_names_below_a_dirfd_of_the_private_tmp_are_the_views_with_or_without_a_
         assert (r.returncode, r.stdout.decode()) == (0, "private tmp\n['m']\nmounted\n"), r.stderr
     finally:
         shutil.rmtree(d)
+
+
+IOCTLS = """import fcntl, os, sys, termios
+fd = os.open("/tmp/x", os.O_CREAT | os.O_RDWR)
+for _ in range(int(sys.argv[1])):
+    try:
+        fcntl.ioctl(fd, termios.TCGETS, bytes(64))
+    except OSError:
+        pass
+"""
+
+
+def test_ioctls_no_module_wants_stay_in_the_kernel_in_a_sandbox(tmp_path):
+    # the guard and the layered mount test values of four calls on three
+    # ABIs: a table of 8 traps by value made every ioctl stop (and reach
+    # Python); only the inode-changing requests may
+    def python_events(n):
+        stats = tmp_path / f"stats{n}"
+        r = subprocess.run(umview_for("root", "--sandbox", "--stats-file", str(stats), "--", sys.executable, "-c",
+                                      IOCTLS, str(n)), capture_output=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return json.loads(stats.read_text())["python_events"]
+
+    assert python_events(400) - python_events(0) < 40

@@ -294,7 +294,7 @@ extern signed char write_arg[MAX_SC];
 extern struct regmap regmap[UM_NABI];
 extern unsigned char trap[UM_NABI][MAX_NR];
 extern unsigned char extra_trap[UM_NABI][MAX_NR];
-#define MAX_VALUE_TRAPS 8
+#define MAX_VALUE_TRAPS 64 /* (abi, number) pairs: the guard and a layered mount need 12 */
 struct value_trap {
     int abi, arg, n;
     long nr;
