@@ -60,7 +60,7 @@ from umview import core
 from umview.engine import CONTINUE, Engine, Skip, under_any
 from umview.pathwalk import plain_path
 from umview.service import Module
-from umview.syscalls import PATH_SYSCALLS, follows_last
+from umview.syscalls import PATH_SYSCALLS
 
 log = logging.getLogger("umview")
 
@@ -153,7 +153,7 @@ class Guard(Engine):
         for slot, p in enumerate(call.paths()):
             if p is None:
                 continue
-            target = _kernel_target(p, follow=follows_last(call.spec.nofollow[slot], call.args))
+            target = _kernel_target(p, follow=call.spec.follows(slot, call.args))
             if target is not None:
                 targets.append(target)
         if any(under_any(t, READ_ONLY) for t in targets):

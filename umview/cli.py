@@ -376,23 +376,20 @@ class Sandbox:
         (Module.landlock_conflict)."""
         from umview import landlock
 
+        def without(why):
+            print(f"umview: warning: {why}: this sandbox runs without Landlock, and a process that races the "
+                  "view on a path component can write a real file (docs/security.md)", file=sys.stderr)
+
         for m in modules:
             if m.landlock_conflict:
-                print(f"umview: warning: module {m.name}: {m.landlock_conflict}: this sandbox runs without "
-                      "Landlock, and a process that races the view on a path component can write a real file "
-                      "(docs/security.md)", file=sys.stderr)
-                return None
+                return without(f"module {m.name}: {m.landlock_conflict}")
         version = landlock.abi()
+        if not version:
+            return without("the kernel has no Landlock (landlock(7))")
         try:
-            ruleset = landlock.Ruleset(version) if version else None
+            ruleset = landlock.Ruleset(version)
         except OSError as exc:
-            ruleset, why = None, str(exc)
-        else:
-            why = "the kernel has no Landlock (landlock(7))"
-        if ruleset is None:
-            print(f"umview: warning: {why}: a process of the sandbox that races the view on a path "
-                  "component can write a real file (docs/security.md)", file=sys.stderr)
-            return None
+            return without(str(exc))
         try:
             ruleset.allow(self.dir, landlock.TREE_WRITES)
             if self.preset != "ro":

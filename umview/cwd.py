@@ -39,7 +39,7 @@ from umview import core, fdpass
 from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip, _normalize, under_any
 from umview.pathwalk import plain_path, walk
 from umview.service import ViewLookup, realize
-from umview.syscalls import PATH_SYSCALLS, follows_last
+from umview.syscalls import PATH_SYSCALLS
 
 AT_FDCWD = core.AT_FDCWD
 _signed = core.signed32
@@ -95,7 +95,8 @@ class CwdTracker(Engine):
         self.kernel_prefixes = tuple(dict.fromkeys(p for m in mounts for p in m.kernel_prefixes))
         self.layered_prefixes = tuple(dict.fromkeys(p for m in mounts for p in getattr(m, "layered_prefixes", ())))
         self.real_prefixes = tuple(dict.fromkeys(p for m in mounts for p in getattr(m, "real_prefixes", ())))
-        self.alias_prefixes = tuple(dict.fromkeys(p for m in mounts for p in getattr(m, "alias_prefixes", ())))
+        # not their alias prefixes: whether one is clean is its mount's to
+        # say (Dispatcher._clean), and the C core keeps them as it is
         # filesystems served by processes of the view (modules/fs: a FUSE
         # server run in the view): see _leave_to_kernel
         self.opaque = tuple(m.target for m in mounts if getattr(m, "opaque", False))
@@ -376,7 +377,7 @@ class CwdTracker(Engine):
                 full = path
             if self._leave_to_kernel(full):
                 continue
-            follow = follows_last(call.spec.nofollow[slot], call.args) or full.endswith(b"/")
+            follow = call.spec.follows(slot, call.args) or full.endswith(b"/")
             view = ViewLookup(self.mounts, call)
             if self._plain(view, full, follow):
                 continue  # the walk would give the path as it is: the mounts rewrite it lexically

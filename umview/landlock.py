@@ -17,6 +17,7 @@ every process of the view inherits it and cannot lift it.
 """
 import ctypes
 import os
+import stat
 import struct
 
 SYS_create_ruleset, SYS_add_rule = 444, 445
@@ -79,7 +80,7 @@ class Ruleset:
         O_PATH, so a device or FIFO is not opened."""
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
         try:
-            if not os.path.isdir(f"/proc/self/fd/{fd}"):
+            if not stat.S_ISDIR(os.fstat(fd).st_mode):
                 rights &= FILE_WRITES
             self.allow_fd(fd, rights)
         finally:
@@ -105,7 +106,6 @@ def inherited_writable_files():
     given as stdout). Regular files only: Landlock does not check pipes,
     sockets and other pseudo files, and /dev has a rule of its own."""
     import fcntl
-    import stat
 
     out = []
     for name in os.listdir("/proc/self/fd"):

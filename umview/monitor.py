@@ -212,9 +212,7 @@ class Dispatcher:
             for kind, paths in ((lib.UM_PREFIX_PLAIN, e.prefixes), (lib.UM_PREFIX_KERNEL, e.kernel_prefixes),
                                 (lib.UM_PREFIX_LAYERED, e.layered_prefixes),
                                 (lib.UM_PREFIX_DEVICES, e.device_prefixes),
-                                (lib.UM_PREFIX_REAL, e.real_prefixes),
-                                # the mounts' own say whether they are clean
-                                (alias, () if e.mirrors_mounts else e.alias_prefixes)):
+                                (lib.UM_PREFIX_REAL, e.real_prefixes), (alias, e.alias_prefixes)):
                 for p in paths:
                     p = p.encode() if isinstance(p, str) else p
                     if (id(e), p) in hidden:

@@ -45,7 +45,6 @@ from umview.engine import CONTINUE, CONTINUE_AFTER, Skip
 from umview.layerdiff import ORIGIN_XATTR as ORIGIN  # on an upper copy: the lower name it was renamed from
 from umview.pathwalk import lstat_plain
 from umview.service import SUN_PATH_MAX, RedirectMount
-from umview.syscalls import follows_last
 
 log = logging.getLogger("umview")
 
@@ -866,7 +865,7 @@ class LayeredMount(RedirectMount):
         if found is None:
             return self.relative(path)
         link, rest = found
-        if not rest and not follows_last(call.spec.nofollow[slot], call.args):
+        if not rest and not call.spec.follows(slot, call.args):
             return None  # the link itself (lstat): the kernel's
         rel = self.listings.relative(link)
         if rel is not None:

@@ -57,29 +57,38 @@ static int has_dotdot(const char *p)
 }
 
 
-/* How the prefix table sees a normalized absolute path: UM_PREFIX_PLAIN if
- * a plain prefix holds it; otherwise the kind of the longest kernel, layered
- * or real prefix holding it (a real subtree of a layered mount stays real, a
- * layered one inside that is layered again; at equal length kernel, then
- * layered wins, the safer side); -1 if no prefix holds it. *at (if given)
- * gets the index of that prefix. */
-static int prefix_kind_at(const char *p, int *at)
+/* At equal length (one string given two kinds) the kind that sends more
+ * calls to Python wins: plain, then kernel, then layered. */
+static int tie_rank(int kind)
+{
+    return kind == UM_PREFIX_PLAIN ? 3 : kind == UM_PREFIX_KERNEL ? 2 : kind == UM_PREFIX_LAYERED ? 1 : 0;
+}
+
+/* The kind of the longest prefix holding the normalized absolute path p
+ * (a real subtree of a layered mount stays real, a layered one inside that
+ * is layered again), -1 if none; *at (if given) gets its index. With
+ * plain_first, a plain prefix holding p wins whatever its length: p is a
+ * path of the view, which that engine must see. Without, p is a real path
+ * (an fd's, or where a faithful cwd leads): a plain prefix that merely
+ * contains it lexically (a move mount of /tmp, whose source lies in the real
+ * /tmp) says nothing; the prefix of its directory (the source: an alias)
+ * does. */
+static int prefix_match(const char *p, int *at, int plain_first)
 {
     int kind = -1, where = -1;
     size_t best = 0;
     for (int i = 0; i < nprefixes; i++) {
         size_t l = prefix_len[i];
+        int k = prefix_kind[i];
         if (l > 1 && (strncmp(p, prefixes[i], l) != 0 || (p[l] != 0 && p[l] != '/')))
             continue;
-        if (prefix_kind[i] == UM_PREFIX_PLAIN) {
-            kind = UM_PREFIX_PLAIN;
+        if (plain_first && k == UM_PREFIX_PLAIN) {
+            kind = k;
             where = i;
             break;
         }
-        if (kind < 0 || l > best ||
-            (l == best && (prefix_kind[i] == UM_PREFIX_KERNEL ||
-                           (prefix_kind[i] == UM_PREFIX_LAYERED && kind != UM_PREFIX_KERNEL)))) {
-            kind = prefix_kind[i];
+        if (kind < 0 || l > best || (l == best && tie_rank(k) > tie_rank(kind))) {
+            kind = k;
             where = i;
             best = l;
         }
@@ -89,28 +98,10 @@ static int prefix_kind_at(const char *p, int *at)
     return kind;
 }
 
-static int prefix_kind_of(const char *p) { return prefix_kind_at(p, NULL); }
-
-/* The kind of the longest prefix p lies under, a plain one included only if
- * it is the longest. For a real path (an fd's, or where a faithful cwd
- * leads): there a plain prefix that merely contains the real file lexically
- * (a move mount of /tmp, whose source is in the real /tmp) says nothing; the
- * prefix of its directory (the source: an alias) does. */
-static int prefix_kind_longest(const char *p)
-{
-    int kind = -1;
-    size_t best = 0;
-    for (int i = 0; i < nprefixes; i++) {
-        size_t l = prefix_len[i];
-        if (l > 1 && (strncmp(p, prefixes[i], l) != 0 || (p[l] != 0 && p[l] != '/')))
-            continue;
-        if (kind < 0 || l > best || (l == best && prefix_kind[i] == UM_PREFIX_PLAIN)) {
-            kind = prefix_kind[i];
-            best = l;
-        }
-    }
-    return kind;
-}
+static int prefix_kind_at(const char *p, int *at) { return prefix_match(p, at, 1); }
+static int prefix_kind_of(const char *p) { return prefix_match(p, NULL, 1); }
+static int prefix_kind_longest(const char *p) { return prefix_match(p, NULL, 0); }
+static int is_alias(int kind) { return kind == UM_PREFIX_ALIAS || kind == UM_PREFIX_ALIAS_CLEAN; }
 
 /* Is the (absolute) base directory of a relative path at or under prefix i? */
 static int base_under(const char *base, int i)
@@ -727,9 +718,7 @@ int um_decide(struct um_decide_in *in)
         }
         /* ".." from a directory of a layer's upper directory: its parent
          * there lacks what the view shows (the lower layer's names) */
-        int raw_kind = climbs ? prefix_kind_of(raw) : -1;
-        if (climbs && (k == UM_PREFIX_ALIAS || k == UM_PREFIX_ALIAS_CLEAN || raw_kind == UM_PREFIX_ALIAS ||
-                       raw_kind == UM_PREFIX_ALIAS_CLEAN)) {
+        if (climbs && (is_alias(k) || is_alias(prefix_kind_of(raw)))) {
             python = 1;
             continue;
         }
