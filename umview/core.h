@@ -222,7 +222,10 @@ void um_set_fd_check(int on); /* AT_EMPTY_PATH calls on an fd under a plain pref
 int um_set_regmap(int abi, int nr_off, int ret_off, const int *arg_offs);
 int um_filter_trap_nr(int abi, long nr, int how); /* no effect once um_spawn ran: the filter is fixed */
 /* trap nr only where argument arg's low word is one of values[0..n)
- * (UM_TRAP_VALUES); a trap of every such call, asked before or after, wins */
+ * (UM_TRAP_VALUES); a trap of every such call, asked before or after, wins.
+ * UM_TRAP_VALUES_FULL: the table of such calls (MAX_VALUE_TRAPS) is full, so
+ * every call nr stops (right, slower) */
+#define UM_TRAP_VALUES_FULL 1
 int um_filter_trap_values(int abi, long nr, int arg, const uint32_t *values, int n);
 int um_filter_clear(void);
 /* After um_spawn, um_filter_trap_nr records the traps the running filter

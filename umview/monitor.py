@@ -371,8 +371,11 @@ class Dispatcher:
                 for abi in self.table.arch.ABIS:
                     nr = abi.numbers.get(name)
                     if nr is not None:
-                        core.check(lib.um_filter_trap_values(ABI_IDS[abi.name], nr, arg,
-                                                             ffi.new("uint32_t[]", vals), len(vals)))
+                        if core.check(lib.um_filter_trap_values(ABI_IDS[abi.name], nr, arg,
+                                                                ffi.new("uint32_t[]", vals), len(vals))):
+                            _log().warning("the C core's table of calls trapped by argument value is full: "
+                                           "every %s (%s) stops, slower but right (a bug: report it)",
+                                           name, abi.name)
                 continue
             # path claims whose paths mostly stay in C: a notification (5 us
             # here) instead of a ptrace stop (45 us); Python's calls pay a

@@ -47,3 +47,21 @@ def test_claim_is_set_per_abi_and_checked():
         assert lib.um_set_claim(lib.UM_ABI_X32, 4, 0) == -errno.EINVAL
     finally:
         lib.um_table_reset(0)
+
+
+def test_value_traps_past_the_table_trap_the_whole_call_and_say_so():
+    vals = ffi.new("uint32_t[]", [0x5401])
+    assert lib.um_filter_clear() == 0
+    try:
+        n = 0
+        while True:  # distinct calls until the table is full
+            r = lib.um_filter_trap_values(lib.UM_ABI_X86_64, n, 1, vals, 1)
+            if r:
+                break
+            n += 1
+        assert r == lib.UM_TRAP_VALUES_FULL
+        assert n >= 12  # the guard and a layered mount need 12 on three ABIs
+        # a call already in the table still takes values
+        assert lib.um_filter_trap_values(lib.UM_ABI_X86_64, 0, 1, ffi.new("uint32_t[]", [7]), 1) == 0
+    finally:
+        assert lib.um_filter_clear() == 0

@@ -209,8 +209,10 @@ int um_filter_trap_values(int abi, long nr, int arg, const uint32_t *values, int
         return um_filter_trap_nr(abi, nr, UM_TRAP_TRACE); /* a stacked filter traps all: slower, right */
     struct value_trap *t = (struct value_trap *)value_trap_of(abi, nr);
     if (!t) {
-        if (nvalue_traps >= MAX_VALUE_TRAPS)
-            return um_filter_trap_nr(abi, nr, UM_TRAP_TRACE);
+        if (nvalue_traps >= MAX_VALUE_TRAPS) {
+            int r = um_filter_trap_nr(abi, nr, UM_TRAP_TRACE);
+            return r < 0 ? r : UM_TRAP_VALUES_FULL; /* right, but every call stops: the caller logs it */
+        }
         t = &value_traps[nvalue_traps++];
         t->abi = abi;
         t->nr = nr;
