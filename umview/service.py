@@ -61,8 +61,15 @@ class Module:
         mount of the view is older than a mount being made. So a viewfs SOURCE
         may lie under /unreal or under another mount. own: the engines the
         module made before the view runs (its mounts at start)."""
+        return realize(self._mounts(own), path)
+
+    def realized_by(self, path, own=()):
+        """The mounts that realize() passes path through, newest first."""
+        return realized_by(self._mounts(own), path)
+
+    def _mounts(self, own):
         engines = self.view.engines if self.view is not None else (*self.older, *own)
-        return realize([e for e in engines if isinstance(e, RedirectMount)], path)
+        return [e for e in engines if isinstance(e, RedirectMount)]
 
     def start(self):
         """The view is about to run (``self.view`` is set)."""
@@ -247,12 +254,20 @@ def realize(mounts, path):
     return _realize(mounts, path, None)[0]
 
 
+def realized_by(mounts, path):
+    """The mounts (of mounts, oldest first) that rewrite path on its way to
+    realize()'s answer, newest first."""
+    return _realize(mounts, path, None)[2]
+
+
 def _realize(mounts, path, call):
-    """(realize(), the node of a layered mount that made the real path, or
-    None). With a call, a mount that has view_node(call, rel) (a layered
-    one) answers from what it remembers of the call's paths."""
+    """(realize(), the node of a layered mount that made the real path or
+    None, the mounts that rewrote it). With a call, a mount that has
+    view_node(call, rel) (a layered one) answers from what it remembers of
+    the call's paths."""
     node = None
     replaced = frozenset()
+    used = []
     for m in reversed(mounts):
         if m in replaced:
             continue
@@ -262,7 +277,8 @@ def _realize(mounts, path, call):
             node = view_node(call, rel) if view_node is not None else None
             path = node.real if node is not None else m.real_path(rel)
             replaced |= m.replaces
-    return path, node
+            used.append(m)
+    return path, node, used
 
 
 class ViewLookup:
@@ -279,7 +295,7 @@ class ViewLookup:
         self.last = None  # (real path, node) of the last realize()
 
     def realize(self, vpath):
-        real, node = _realize(self.mounts, vpath, self.call)
+        real, node, _ = _realize(self.mounts, vpath, self.call)
         self.last = (real, node) if node is not None else None
         return real
 

@@ -299,10 +299,14 @@ class Viewfs(Module):
                 raise ValueError(f"module viewfs: source {os.fsdecode(given)}: {os.strerror(err)}")
             raise OSError(err, "source")
         name = f"viewfs {target.decode(errors='replace')}"
-        if mode == "move":
-            m = ViewfsMount(source, target, mode, exceptions)
-        elif mode == "ro":
-            m = ReadOnlyMount(source, target, exceptions)
+        if mode in ("move", "ro"):
+            m = ViewfsMount(source, target, mode, exceptions) if mode == "move" else ReadOnlyMount(source, target, exceptions)
+            # its source is real already: a move mount that made it so must
+            # not rewrite the paths made of it again (a source in a
+            # sandbox's /tmp, itself in the real /tmp). A layered one sees
+            # them (its copy-on-write holds there too)
+            m.replaces = frozenset(e for e in self.realized_by(given, own=self.mounts)
+                                   if not isinstance(e, LayeredMount))
         elif under is None:
             m = LayeredMount(source, target, self.real_path(target), mode, name + f" ({mode})", exceptions)
         else:

@@ -229,3 +229,17 @@ def test_a_missing_command_is_127_as_at_top_level():
     r = outer(f"{UMVIEW} -p unreal -- no-such-command-here; echo status=$?")
     assert (top.returncode, r.stdout) == (127, b"status=127\n")
     assert r.stderr == top.stderr
+
+
+def test_an_inner_mount_of_a_directory_in_an_outer_mount_shows_it(tmp_path):
+    # the inner source is the outer /T's, which is /T/A for real: the outer
+    # mount must not take the inner mount's paths as its own again
+    t, mnt = tmp_path / "T", tmp_path / "mnt"
+    (t / "A").mkdir(parents=True)
+    mnt.mkdir()
+    r = outer(f"mkdir {t}/x && echo hi > {t}/x/f && "
+              f"{UMVIEW} -p viewfs,mount={t}/x:{mnt} -- sh -c 'cat {mnt}/f; echo new > {mnt}/g'",
+              "-p", f"viewfs,mount={t}/A:{t}")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"hi\n"
+    assert (t / "A" / "x" / "g").read_text() == "new\n"

@@ -195,3 +195,26 @@ def test_a_layered_mount_over_a_layered_mount_is_refused_and_the_view_still_work
     assert b"Device or resource busy" in r.stderr and b"not supported" in r.stderr
     r = run(umview_argv("-p", f"viewfs,mount={first}:/:cow;{second}:/usr:cow", "--", "true"))
     assert r.returncode == 2 and b"module viewfs: a cow mount over /usr" in r.stderr
+
+
+@pytest.mark.parametrize("how", ["options", "vumount"])
+def test_a_mount_whose_source_another_mount_shows_from_inside_its_own_target(tmp_path, how):
+    # /T shows /T/A (as a sandbox's /tmp shows a directory of the real /tmp);
+    # a second mount's source /T/x is /T/A/x for real: its paths must not be
+    # taken as /T's again (/T/A/A/x)
+    t = tmp_path / "T"
+    (t / "A" / "x").mkdir(parents=True)
+    (t / "A" / "x" / "f").write_text("in A/x\n")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    script = f"cat {mnt}/f && echo new > {mnt}/g && cd {mnt} && cat g && ls {t}/x"
+    if how == "options":
+        r = run(umview_argv("-p", f"viewfs,mount={t}/A:{t}", "-p", f"viewfs,mount={t}/x:{mnt}", "--",
+                            "sh", "-c", script))
+    else:
+        r = run(umview_argv("-p", f"viewfs,mount={t}/A:{t}", "--", "sh", "-c",
+                            f'"$VUMOUNT" -t viewfs {t}/x {mnt} && {script}'), env=dict(os.environ, VUMOUNT=VUMOUNT))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"in A/x\nnew\nf\ng\n"
+    assert (t / "A" / "x" / "g").read_text() == "new\n"
+    assert not (t / "A" / "A").exists() and not (mnt / "g").exists()
