@@ -115,11 +115,16 @@ class Guard(Engine):
 
     def on_exit(self, tid):
         view = self.module.view if self.module is not None else None
-        if not self.end_daemons or view is None or view.parent is not None:
+        if not self.end_daemons or view is None:
             return
-        if tid != getattr(view.monitor, "first_pid", None):
-            return
-        left = core.tracees(exclude=tid)
+        if view.parent is None:
+            if tid != getattr(view.monitor, "first_pid", None):
+                return
+            left = core.tracees(exclude=tid)
+        else:  # a nested view (a sandbox in a view): its processes, not the outer view's
+            if tid != view.first:
+                return
+            left = sorted(view.all_tids() - {tid})
         if not left:
             return
         log.info("guard: the command is over: ending %d process(es) left in the view", len(left))

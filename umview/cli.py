@@ -193,19 +193,42 @@ MONITOR_ONLY = (("services", "--services"), ("stats", "--stats"), ("stats_file",
                 ("spin", "--spin"), ("verbose", "--verbose"))
 
 
-def nested_main(args, command):
-    """umview inside a view: ask the monitor for a view nested in this one,
-    whose processes are this one and its future children, with the modules
-    and engines of the options; then exec the command (docs/user-guide.md,
-    "A view inside a view")."""
-    from umview import control  # lazy, as in main
-
+def refuse_monitor_options(args):
+    """Options that a umview inside a view cannot take: a message, or ""."""
     for attr, opt in MONITOR_ONLY:
         if getattr(args, attr):
-            print(f"umview: {opt} concerns the monitor, which the outermost umview runs: "
-                  "not for a view inside a view (give it to the outer umview)", file=sys.stderr)
-            return 2
+            return (f"umview: {opt} concerns the monitor, which the outermost umview runs: "
+                    "not for a view inside a view (give it to the outer umview)")
+    return ""
+
+
+def nested_main(args, command, sandbox=None):
+    """umview inside a view: ask the monitor for a view nested in this one,
+    whose processes are this one and its future children, with the modules
+    and engines of the options (and a sandbox's: then Landlock bounds this
+    process first); then exec the command (docs/user-guide.md, "A view
+    inside a view")."""
+    from umview import control  # lazy, as in main
+
+    refused = refuse_monitor_options(args)
+    if refused:
+        print(refused, file=sys.stderr)
+        return 2
     request = {"modules": list(args.module), "viewname": args.viewname, "engines": [], "trace": []}
+    ruleset = None
+    if sandbox is not None:
+        # in a view with a layered view of / already (a sandbox in a
+        # sandbox), the sandbox's cow view starts from the real tree beside
+        # it (viewfs "fresh"): a layered mount over a layered one is not
+        # supported; elsewhere "fresh" changes nothing
+        request["modules"] = [[n, {**o, "fresh": True} if n == "viewfs" and o["mount"].endswith(":/:cow") else o]
+                              for n, o in sandbox.specs()] + request["modules"]
+        request["anchor"] = [os.fsdecode(r) for r in sandbox.anchor_roots()]
+        try:
+            ruleset = sandbox.landlock(_module_classes(args.module))
+        except (OSError, ValueError, ImportError) as exc:
+            print(f"umview: --sandbox: cannot bound its writes with Landlock: {exc}", file=sys.stderr)
+            return 2
     keep = []  # files opened here for the monitor to take (closed at exec: O_CLOEXEC)
     try:
         for name, options in trace_service(args):
@@ -240,6 +263,13 @@ def nested_main(args, command):
         return 2
     for f in keep:
         f.close()
+    if ruleset is not None:
+        try:
+            ruleset.enforce()
+        except OSError as exc:
+            print(f"umview: --sandbox: cannot bound its writes with Landlock: {exc.strerror}", file=sys.stderr)
+            return 2
+        ruleset.close()
     sys.stdout.flush()
     sys.stderr.flush()
     try:
@@ -250,6 +280,77 @@ def nested_main(args, command):
     except OSError as exc:
         print(f"umview: cannot run {command[0]}: {exc.strerror}", file=sys.stderr)
         return 126
+
+
+def _module_classes(specs):
+    """The module classes of -p specs (Sandbox.landlock asks them)."""
+    from umview.assembly import module_class
+    from umview.control import parse_spec
+
+    return [module_class(parse_spec(spec)[0]) for spec in specs]
+
+
+def nested_sandbox(args, command):
+    """--sandbox inside a view: the sandbox is a view nested in this one. Its
+    directory is made here, in this view; a child asks for the nested view
+    and runs the command (nested_main) while this process, which stays in
+    the outer view, waits for it, writes --report and removes the
+    directory, as a top-level umview does after its view."""
+    import signal
+
+    refused = refuse_monitor_options(args)
+    if refused:
+        print(refused, file=sys.stderr)
+        return 2
+    try:
+        sandbox = Sandbox(args.sandbox, args.keep_layer, args.sandbox_keep)
+    except OSError as exc:
+        print(f"umview: --sandbox: {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2
+    try:
+        report = None
+        if args.report:
+            try:
+                report = sys.stdout if args.report == "-" else open(args.report, "w")
+            except OSError as exc:
+                print(f"umview: --report {args.report}: {exc.strerror}", file=sys.stderr)
+                return 2
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = nested_main(args, command, sandbox)
+            finally:
+                os._exit(code)
+        # the terminal's signals reach the command too; a stop of it stops this
+        # process (so the shell sees the job stop), and a continue goes on to it
+        old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGQUIT)}
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            old[sig] = signal.signal(sig, lambda sig, _frame: os.kill(pid, sig))
+        try:
+            while True:
+                _, status = os.waitpid(pid, os.WUNTRACED)
+                if not os.WIFSTOPPED(status):
+                    break
+                os.kill(os.getpid(), signal.SIGSTOP)
+                os.kill(pid, signal.SIGCONT)
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+        if report is not None:
+            if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 2 and not os.path.isdir(sandbox.layer):
+                report.close()  # the view was refused (its message is out): nothing to report
+            else:
+                write_report(report, sandbox.layer)
+    finally:
+        sandbox.close()
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status)
+    from umview.monitor import die_like
+
+    die_like(status)
 
 
 def trace_service(args):
@@ -392,8 +493,8 @@ class Sandbox:
             return without(str(exc))
         try:
             ruleset.allow(self.dir, landlock.TREE_WRITES)
-            if self.preset != "ro":
-                ruleset.allow(self.layer, landlock.TREE_WRITES)
+            if self.preset != "ro" and not self.layer.startswith(self.dir + "/"):
+                ruleset.allow(self.layer, landlock.TREE_WRITES)  # --keep-layer's (made already)
             for d in ("/dev", "/proc"):
                 ruleset.allow(d, landlock.FILE_WRITES)
             for f in landlock.inherited_writable_files():
@@ -461,11 +562,7 @@ def main(argv=None):
         print(f"umview: rc file {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 2
     if _traced() and _in_view():
-        if args.sandbox:
-            print("umview: --sandbox inside a view is not supported yet: run it outside, or nest the "
-                  "modules yourself (umview -p viewfs,mount=LAYER:/:cow -p vnet,null -- CMD)", file=sys.stderr)
-            return 2
-        return nested_main(args, command)
+        return nested_sandbox(args, command) if args.sandbox else nested_main(args, command)
     sandbox = None
     if args.sandbox:
         try:

@@ -12,15 +12,18 @@ restricted, nor are changes of metadata (chmod, chown, utimes, xattrs: not in
 Landlock's rights), opens of files that were open before, or anything outside
 file paths.
 
-The first process enforces the ruleset before its exec (um_set_landlock);
+The first process enforces the ruleset before its exec (um_set_landlock; a
+sandbox nested in a view: the process that asked for it, Ruleset.enforce);
 every process of the view inherits it and cannot lift it.
 """
 import ctypes
+import errno
 import os
 import stat
 import struct
 
-SYS_create_ruleset, SYS_add_rule = 444, 445
+SYS_create_ruleset, SYS_add_rule, SYS_restrict_self = 444, 445, 446
+PR_SET_NO_NEW_PRIVS = 38
 CREATE_RULESET_VERSION = 1
 RULE_PATH_BENEATH = 1
 
@@ -92,6 +95,22 @@ class Ruleset:
             # struct landlock_path_beneath_attr is packed: u64 then s32
             attr = struct.pack("=Qi", rights, fd)
             _syscall(SYS_add_rule, self.fd, RULE_PATH_BENEATH, ctypes.c_char_p(attr), 0)
+
+    def enforce(self):
+        """Restrict this thread (and what it forks and execs) to the ruleset,
+        as the C core does in a view's first process (um_set_landlock):
+        without CAP_SYS_ADMIN the kernel wants no_new_privs first; with it,
+        setuid programs keep working. A nested sandbox's process, before its
+        exec."""
+        try:
+            _syscall(SYS_restrict_self, self.fd, 0)
+        except OSError as exc:
+            if exc.errno != errno.EPERM:
+                raise
+            if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0):
+                e = ctypes.get_errno()
+                raise OSError(e, os.strerror(e)) from None
+            _syscall(SYS_restrict_self, self.fd, 0)
 
     def close(self):
         if self.fd >= 0:

@@ -115,6 +115,8 @@ class ServiceControl(Engine):
         self.monitor = None
         self.view = None  # its View (umview.views), set by the monitor
         self.services = []
+        #: the directories of Monitor.anchor_roots this view added (a nested sandbox)
+        self.anchors = ()
         self.aliases = {}  # alias -> the Service whose fstypes it was added to
 
     @property
@@ -247,7 +249,10 @@ class ServiceControl(Engine):
         processes are the caller's process and its future children. The
         request: {"modules": [-p spec], "trace": [[name, options]],
         "engines": [FILE.py:CLASS with FILE absolute in the view],
-        "viewname": NAME}. Nothing is left behind if a module or engine
+        "viewname": NAME, "anchor": [directory of the view]}; a module is a
+        -p spec or a [name, {option: value}] pair (a sandbox's). Calls
+        rewritten into an "anchor" directory run anchored (Call.run_anchored:
+        a nested sandbox's). Nothing is left behind if a module or engine
         cannot load or start (ServiceError: the message umview prints)."""
         from umview.service import RedirectMount, realize  # lazy: the syscall tables
 
@@ -255,12 +260,20 @@ class ServiceControl(Engine):
             # not ENOSYS: that is the kernel's answer outside a view
             raise ServiceError(errno.EOPNOTSUPP, "this view cannot make nested views (it has no module loader)")
         monitor = self.monitor
+        modules = []
+        for spec in request.get("modules", ()):
+            if isinstance(spec, list) and len(spec) == 2 and isinstance(spec[1], dict):
+                spec = (str(spec[0]), {str(k): v if v is True else str(v) for k, v in spec[1].items()})
+            elif not isinstance(spec, str):
+                raise ServiceError(errno.EINVAL, f"bad nested view request: module {spec!r}")
+            modules.append(spec)
         view = monitor.open_view(self.view)
+        view.first = caller
         inner = ServiceControl(self.loader, str(request.get("viewname") or ""), self.engine_loader)
         inner.monitor, inner.view, view.control = monitor, view, inner
         engines = [inner]
         try:
-            for spec in [_caller_fd(caller, t) for t in request.get("trace", ())] + list(request.get("modules", ())):
+            for spec in [_caller_fd(caller, t) for t in request.get("trace", ())] + modules:
                 try:
                     name, module, new = inner._load(spec, [*self.view.engines, *engines], engines, cwd)
                 except BaseException:
@@ -279,6 +292,10 @@ class ServiceControl(Engine):
                 except Exception as exc:  # noqa: BLE001 - as umview --engine: any failure is the user's to see
                     raise ServiceError(errno.EINVAL, f"cannot load engine: {exc}") from None
             monitor.add_engines(engines, view)
+            mounts = [e for e in (*self.view.engines, *engines) if isinstance(e, RedirectMount)]
+            inner.anchors = tuple(os.fsencode(os.path.normpath(realize(mounts, os.fsencode(d)))) + b"/"
+                                  for d in request.get("anchor", ()) if str(d).startswith("/"))
+            monitor.anchor_roots += tuple(a for a in inner.anchors if a not in monitor.anchor_roots)
             tids = _threads(caller)
             for new in view.own:
                 old = next((e for e in self.view.engines if new.per_view and e.per_view == new.per_view), None)
@@ -295,6 +312,9 @@ class ServiceControl(Engine):
 
     def close(self):
         """The view is over: its modules close (nested views: Monitor.close_view)."""
+        if self.anchors and self.monitor is not None:
+            self.monitor.anchor_roots = tuple(a for a in self.monitor.anchor_roots if a not in self.anchors)
+            self.anchors = ()
         for s in self.services:
             try:
                 s.module.close()

@@ -39,6 +39,8 @@ class View:
         self.tids = set()
         #: views nested in this one that are still open
         self.children = []
+        #: the process that asked for it (nested views: ServiceControl.nest)
+        self.first = None
         #: the ServiceControl engine answering its control calls
         self.control = None
         self._running = False
@@ -50,6 +52,13 @@ class View:
 
     def __repr__(self):
         return f"<View {self.id} of {len(self.tids)} threads, {len(self.own)} engines>"
+
+    def all_tids(self):
+        """Its threads and those of the views nested in it (nested views)."""
+        out = set(self.tids)
+        for c in self.children:
+            out |= c.all_tids()
+        return out
 
     # --- the engine stack ---
     @property

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import NOBODY, need, need_user, umview_for
+from conftest import NOBODY, entry_for, need, need_user, umview_for
 
 USERS = ["root", "nobody"]
 
@@ -472,3 +472,57 @@ def test_ioctls_no_module_wants_stay_in_the_kernel_in_a_sandbox(tmp_path):
         return json.loads(stats.read_text())["python_events"]
 
     assert python_events(400) - python_events(0) < 40
+
+
+def _inner_umview(user, *opts):
+    """A shell word list running umview with opts as user, from inside a view
+    of that user."""
+    import shlex
+
+    return shlex.join(entry_for(user, "umview.cli:main", *opts))
+
+
+@pytest.mark.parametrize("user", USERS)
+@pytest.mark.parametrize("outer", ["-p unreal", "--sandbox"])
+def test_a_sandbox_inside_a_view_is_a_sandbox_nested_in_it(victim, user, outer):
+    """umview --sandbox run in a view (a shell of umview -p unreal, or
+    another sandbox) makes a nested view: the real files stay (the same
+    script changes them natively: the first test of this file), its /tmp
+    is its own, --report lists what it changed, its status and its
+    daemons end as at top level, and its directory goes."""
+    need_user(user)
+    out = tempfile.mkdtemp(prefix="umview-nested-report-", dir="/var/tmp")  # the outer sandbox's /tmp is its own
+    os.chmod(out, 0o777)
+    report = os.path.join(out, "report.json")
+    mark = f"umview-nested-daemon-{os.getpid()}-{user}"
+    daemon = f"(setsid bash -c 'trap \"\" TERM; exec -a {mark} sleep 30' </dev/null >/dev/null 2>&1 &)"
+    inner_script = (f"{CHANGE.format(d=victim)} && ls /tmp && echo in > /tmp/in && {daemon}; exit 3")
+    inner = _inner_umview(user, "--sandbox", "--report", report, "--", "sh", "-c", inner_script)
+    script = (f"echo out > /tmp/out; {inner}; echo status $?; cat /tmp/out; ls /tmp | grep -c umview-sandbox-; "
+              f"cat {victim}/victim; cat {report}")  # an outer sandbox keeps the report in its layer
+    r = run(user, outer.split(), script)
+    try:
+        assert r.returncode == 0, r.stderr
+        # the inner /tmp was empty; the outer one still holds its file and no sandbox directory
+        head = b"changed\nnew\nvictim\nstatus 3\nout\n0\norig\n"
+        assert r.stdout.startswith(head), r.stderr
+        assert open(os.path.join(victim, "victim")).read() == "orig\n"
+        assert os.listdir(victim) == ["victim"]
+        changes = json.loads(r.stdout[len(head):])
+        assert {c["path"] for c in changes["created"]} == {os.path.join(victim, "new")}
+        assert [c["path"] for c in changes["modified"]] == [os.path.join(victim, "victim")]
+        for _ in range(50):
+            if subprocess.run(["pgrep", "-f", mark], capture_output=True).returncode != 0:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the nested sandbox's daemon outlived it")
+    finally:
+        subprocess.run(["pkill", "-KILL", "-f", mark])
+        shutil.rmtree(out)
+
+
+def test_monitor_options_are_refused_for_a_sandbox_inside_a_view():
+    r = run("root", ["-p", "unreal"], _inner_umview("root", "--sandbox", "--stats", "--", "true") + "; echo $?")
+    assert r.stdout == b"2\n"
+    assert b"--stats concerns the monitor" in r.stderr
