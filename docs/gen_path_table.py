@@ -15,8 +15,9 @@ SPECIAL = {
     "umount2": "a viewfs target: served by the module; else rewritten and passed on",
     "chdir": "the cwd tracker records the virtual cwd when a mount rewrote the path",
     "getcwd": "",
-    "execve": "always seen by the cwd tracker: a #! script whose interpreter lies under a mount runs "
-              "that interpreter, with the kernel's argument list (64-bit callers)",
+    "execve": "always seen by the cwd tracker: a #! script that lies under a mount, or whose interpreter "
+              "does, runs that interpreter with the kernel's argument list and the script as the process "
+              "named it, once the process may execute it (faccessat2, by the process)",
     "execveat": "as execve",
 }
 

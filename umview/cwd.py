@@ -44,6 +44,7 @@ from umview.syscalls import PATH_SYSCALLS
 AT_FDCWD = core.AT_FDCWD
 _signed = core.signed32
 AT_EMPTY_PATH = 0x1000
+AT_EACCESS = 0x200
 EXECS = {"execve": (0, 1), "execveat": (1, 2)}  # path and argv argument indexes
 BINPRM_BUF_SIZE = 256  # what the kernel reads of a #! line
 OPENS = frozenset({"open", "openat", "openat2", "creat"})
@@ -237,8 +238,7 @@ class CwdTracker(Engine):
         if call.name == "fchdir":
             return CONTINUE_AFTER
         if call.name in EXECS and self.mounts:
-            self._interpreter(call)
-            return CONTINUE
+            return self._interpreter(call) or CONTINUE
         if call.name in OPENS and not any(p is not None and under_any(p, self.targets)
                                           for p in call.paths()):
             return CONTINUE  # not through a mount: nothing to remember about the fd
@@ -276,27 +276,41 @@ class CwdTracker(Engine):
                 self.fd_paths[(g, call.retval)] = (call.state(self).virtual, real)
 
     def _interpreter(self, call):
+        """An exec of a #! script where the script or its interpreter lies
+        under a mount: the kernel would look for the interpreter outside the
+        view's mounts, and would hand it the script's real path, which means
+        another file in the view (a script in a sandbox's /tmp: sh then
+        cannot open /tmp/umview-sandbox-X/tmp/s) or shows where the mount
+        comes from. So the exec becomes the interpreter's, with the
+        arguments the kernel would give it and the script as the process
+        named it, once the process may execute the script (the kernel's own
+        check, made by the process: faccessat2). None, or a Skip with the
+        errno the exec gets."""
         pidx, aidx = EXECS[call.name]
         if call.name == "execveat" and call.flags & AT_EMPTY_PATH:
-            return
+            return None
         path = call.paths()[0]
         if path is None or self._leave_to_kernel(path):
-            return
+            return None
+        script_real = self.realize(path)
         try:
-            with open(self.realize(path), "rb") as f:
+            with open(script_real, "rb") as f:
                 head = f.read(BINPRM_BUF_SIZE)
         except OSError:
-            return  # the kernel says why
+            return None  # the kernel says why
         if not head.startswith(b"#!"):
-            return
+            return None
         line = head[2:].split(b"\n", 1)[0].strip(b" \t")
         interp, _, arg = line.replace(b"\t", b" ").partition(b" ")
         arg = arg.strip(b" ")
         if not interp.startswith(b"/"):
-            return
+            return None
         resolved, crossed = walk(interp, self.realize, True, opaque=self.opaque)
-        if not crossed:
-            return  # not under a mount: the kernel finds it
+        if not crossed and script_real == path:
+            return None  # neither under a mount: the kernel does it
+        refused = self._may_execute(call, script_real)
+        if refused is not None:
+            return refused
         # the kernel's argument list: interpreter, its optional argument, the
         # script as the process named it, then the process's argv[1:]
         argv = []
@@ -309,8 +323,10 @@ class CwdTracker(Engine):
             argv.append(ptr)
         else:
             if addr:
-                return  # too many to rebuild here: leave it to the kernel
+                return None  # too many to rebuild here: leave it to the kernel
         script = core.read_string(call.tid, call.orig_args[pidx])
+        if call.name == "execveat" and not script.startswith(b"/") and _signed(call.args[0]) != AT_FDCWD:
+            script = b"/dev/fd/%d/%s" % (_signed(call.args[0]), script)  # the kernel's name for it
         strings = [interp] + ([arg] if arg else []) + [script]
         ptrs = []
         for s in strings:
@@ -322,6 +338,29 @@ class CwdTracker(Engine):
         call.write_mem(where, b"".join(p.to_bytes(word, "little") for p in table))
         call.args[aidx] = where
         call.set_string(pidx, resolved)
+        if call.name == "execveat":
+            call.args[0] = AT_FDCWD & 0xFFFFFFFFFFFFFFFF  # the interpreter's path is absolute
+        return None
+
+    @staticmethod
+    def _may_execute(call, real):
+        """The kernel's checks of a script it would run, which the exec of its
+        interpreter no longer makes: a regular file, executable by the
+        process (mode, ACLs, a noexec mount: faccessat2 with AT_EACCESS, run
+        by the process). None if it may, else Skip(-errno)."""
+        import stat
+
+        try:
+            if not stat.S_ISREG(os.stat(real).st_mode):
+                return Skip.errno(errno.EACCES)
+        except OSError as exc:
+            return Skip.errno(exc.errno)
+        where = call.alloc(len(real) + 1)
+        call.write_mem(where, real + b"\0")
+        r = call.inject("faccessat2", AT_FDCWD & 0xFFFFFFFFFFFFFFFF, where, os.X_OK, AT_EACCESS)
+        if r < 0 and r != -errno.ENOSYS:  # (before Linux 5.8: no check but the mode's, by the kernel's exec)
+            return Skip.errno(-r)
+        return None
 
     # --- helpers ---
     @staticmethod

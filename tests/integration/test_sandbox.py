@@ -526,3 +526,17 @@ def test_monitor_options_are_refused_for_a_sandbox_inside_a_view():
     r = run("root", ["-p", "unreal"], _inner_umview("root", "--sandbox", "--stats", "--", "true") + "; echo $?")
     assert r.stdout == b"2\n"
     assert b"--stats concerns the monitor" in r.stderr
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_a_script_in_the_private_tmp_runs(user):
+    """A #! script made in the sandbox's /tmp runs by its name there (the
+    interpreter gets that name, which the view resolves; not the real path
+    of the private /tmp, another file in the view); one without x fails as
+    natively."""
+    need_user(user)
+    script = ("printf '#!/bin/sh\\necho \"$0 $1\"\\nexit 7\\n' > /tmp/s && chmod 755 /tmp/s && /tmp/s a; echo $?; "
+              "cd /tmp && ./s b; echo $?; chmod 644 s && ./s; echo $?")
+    r = run(user, ["--sandbox"], script)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"/tmp/s a\n7\n./s b\n7\n126\n"

@@ -218,3 +218,22 @@ def test_a_mount_whose_source_another_mount_shows_from_inside_its_own_target(tmp
     assert r.stdout == b"in A/x\nnew\nf\ng\n"
     assert (t / "A" / "x" / "g").read_text() == "new\n"
     assert not (t / "A" / "A").exists() and not (mnt / "g").exists()
+
+
+def test_a_script_under_the_mount_runs_with_the_name_the_process_gave(dirs, tmp_path):
+    # the kernel hands a #! interpreter the script's name as the exec gave
+    # it: natively the name the process used, which the view must keep
+    # (not the real path it rewrote it to); a script that may not be
+    # executed fails as natively
+    src, target = dirs
+    for d in (src, target):
+        (d / "s").write_text('#!/bin/sh\necho "$0 $1"\n')
+        (d / "s").chmod(0o755)
+        (d / "x").write_text('#!/bin/sh\necho ran\n')
+        (d / "x").chmod(0o644)
+    script = f"{target}/s a; cd {target} && ./s b; ./x; echo $?; ./sub; echo $?"
+    native = run(["sh", "-c", script.replace(str(target), str(src))])
+    r = run(umview_argv("-p", f"viewfs,mount={src}:{target}", "--", "sh", "-c", script))
+    assert r.returncode == 0, r.stderr
+    assert native.stdout == f"{src}/s a\n./s b\n126\n126\n".encode()
+    assert r.stdout == f"{target}/s a\n./s b\n126\n126\n".encode()
