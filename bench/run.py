@@ -570,7 +570,10 @@ def build_configs(args):
                         layer = tempfile.mkdtemp(prefix="layer-", dir=os.path.dirname(stats_file))
                         p += ["-p", f"viewfs,mount={layer}:/:cow"]
                     elif name == "umview-sandbox":
-                        p += ["--sandbox"]  # its own fresh layer, private /tmp, no network
+                        # its own fresh layer, private /tmp, no network; the
+                        # workload's temporary files go to that /tmp, as a
+                        # user's would (TMPDIR names the bench's directory)
+                        return p + ["--sandbox", "--", "env", "TMPDIR=/tmp"]
                     elif name == "umview-vnet":
                         p += ["-p", "vnet,private"]
                     elif name == "umview-strace":
@@ -942,6 +945,9 @@ def parse_args(argv):
                    help="interpreter for pyimport and pytest (default: %(default)s)")
     p.add_argument("--timeout", type=float, default=None, help="seconds per run (default 600, --quick 60)")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    p.add_argument("--dir", default="/var/tmp",
+                   help="where the temporary directory goes (default %(default)s: not /tmp, which a "
+                   "sandbox replaces by its own)")
     p.add_argument("--cache", metavar="DIR",
                    help="keep the fs workloads' disk image in DIR and reuse it in later runs "
                         "(default: made in the temporary directory each run)")
@@ -975,7 +981,9 @@ def main(argv=None):
     configs, notes = build_configs(args)
     if not configs:
         raise SystemExit("no configuration to run")
-    scratch = tempfile.mkdtemp(prefix="umview-bench-")
+    # not under /tmp: a sandbox's /tmp is its own, and a workload there would
+    # keep the real /tmp in sight (--sandbox-keep), which no user's would
+    scratch = tempfile.mkdtemp(prefix="umview-bench-", dir=args.dir)
     try:
         workloads = []
         for n in args.only:
