@@ -13,7 +13,9 @@ normal user gets from them natively:
   mounts a module serves (viewfs, fs) are served before this module sees the
   call;
 - the root: chroot (a process's root in the kernel would no longer be the
-  one the view resolves paths against), setns into a mount namespace;
+  one the view resolves paths against; the cwd tracker, newer, serves chroot
+  in the view, so this refusal is the backstop), setns into a mount
+  namespace;
 - the machine: acct (accounting of every process into a file), swapon,
   swapoff, reboot, kexec_load, kexec_file_load, init_module, finit_module,
   delete_module;

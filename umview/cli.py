@@ -23,6 +23,7 @@ examples:
   umview --sandbox --report r.json -- make install   and what it changed (JSON; a summary on stderr)
   umview-layer diff L; umview-layer apply L   show a kept layer's changes, or make them real
   umview --sandbox=ro -- CMD  writes anywhere but /tmp fail with EROFS; no network
+  umview -r ~/debian -- bash  a distribution's root tree as /, for any user (as proot -R)
 
 Inside a view: um_add_service, um_del_service, um_ls_service, um_attach,
 um_fsalias, viewname, vuname (docs/services.md).
@@ -39,6 +40,9 @@ signal, umview dies of the same signal (a shell then reports 128+N).
 
 
 SANDBOX_PRESETS = ("default", "net", "ro")
+# what -r keeps of the host (as proot -R does, without the host's users): the
+# kernel's file systems, the sockets of /run, the name service's files
+ROOTFS_HOST_PATHS = ("/proc", "/sys", "/dev", "/tmp", "/run", "/etc/resolv.conf", "/etc/hosts")
 
 
 def build_parser():
@@ -73,6 +77,13 @@ def build_parser():
                    help="with --sandbox: when COMMAND ends, write what it changed in the layer (created, "
                    "modified, deleted, renamed) as JSON to FILE ('-': stdout) and a summary on stderr; "
                    "with --keep-layer, what the whole layer changes")
+    p.add_argument("-r", "--rootfs", metavar="DIR",
+                   help="DIR is / for COMMAND (a distribution's root tree, e.g. made by debootstrap), "
+                   "any user; the host's paths of --host-paths stay the host's. Writes there go to DIR "
+                   "(for a throw-away view of it: -p viewfs,mount=LAYER:/:cow after -r)")
+    p.add_argument("--host-paths", metavar="P1:P2", default=None,
+                   help="with -r: the host paths that stay the host's (default: " + ":".join(ROOTFS_HOST_PATHS)
+                   + ":$HOME); '' for none")
     p.add_argument("-V", "--viewname", default="", metavar="NAME",
                    help="the view's name (viewname and vuname -N show it)")
     p.add_argument("-f", "--rcfile", metavar="FILE",
@@ -214,7 +225,8 @@ def nested_main(args, command, sandbox=None):
     if refused:
         print(refused, file=sys.stderr)
         return 2
-    request = {"modules": list(args.module), "viewname": args.viewname, "engines": [], "trace": []}
+    request = {"modules": [[n, o] for n, o in rootfs_specs(args)] + list(args.module),
+               "viewname": args.viewname, "engines": [], "trace": []}
     ruleset = None
     if sandbox is not None:
         # in a view with a layered view of / already (a sandbox in a
@@ -273,6 +285,9 @@ def nested_main(args, command, sandbox=None):
     sys.stdout.flush()
     sys.stderr.flush()
     try:
+        where = rootfs_cwd(args)
+        if where:
+            os.chdir(where)  # now the view's: the root tree's /
         os.execvp(command[0], command)
     except FileNotFoundError:
         print(f"umview: {command[0]}: command not found", file=sys.stderr)
@@ -541,7 +556,17 @@ def main(argv=None):
         parser.error("--report goes with --sandbox (for a layer of your own: umview-layer diff LAYER)")
     if args.sandbox == "ro" and (args.keep_layer or args.report):
         parser.error("--sandbox=ro has no layer: --keep-layer and --report go with the other presets")
-    if args.engine or args.module or args.verbose or args.services or args.sandbox:
+    if args.host_paths is not None and not args.rootfs:
+        parser.error("--host-paths goes with -r ROOTFS")
+    if args.rootfs and args.sandbox:
+        parser.error("-r and --sandbox do not go together yet: add -p viewfs,mount=LAYER:/:cow to -r for "
+                     "a copy-on-write view of the root tree")
+    if args.rootfs:
+        try:
+            rootfs_specs(args)  # its errors now, before anything runs
+        except ValueError as exc:
+            parser.error(str(exc))
+    if args.engine or args.module or args.verbose or args.services or args.sandbox or args.rootfs:
         import logging  # lazy: 13 ms of start-up, for views that log (modules, engines)
 
         logging.basicConfig(format="umview: %(message)s",
@@ -592,6 +617,47 @@ def main(argv=None):
     die_like(result[1])
 
 
+def rootfs_specs(args):
+    """-r ROOTFS: a viewfs mount of ROOTFS over /, except the host paths."""
+    if not args.rootfs:
+        return []
+    root = os.path.abspath(args.rootfs)
+    if not os.path.isdir(root):
+        raise ValueError(f"-r {args.rootfs}: not a directory (a distribution's root tree, e.g. made with "
+                         "debootstrap --variant=minbase bookworm DIR)")
+    if root == "/":
+        raise ValueError("-r /: that is the real root already")
+    if args.host_paths is None:
+        home = os.environ.get("HOME")
+        host = list(ROOTFS_HOST_PATHS) + ([home] if home and home.startswith("/") and home != "/" else [])
+    else:
+        host = [p for p in args.host_paths.split(":") if p]
+        bad = [p for p in host if not p.startswith("/")]
+        if bad:
+            raise ValueError(f"--host-paths: {bad[0]!r} is not an absolute path")
+    host = [os.path.normpath(p) for p in host]
+    if any(p == "/" for p in host):
+        raise ValueError("--host-paths: / would be the whole host")
+    # the guest's root tree, except what stays the host's (and the root tree
+    # itself, if it lies under one of those: /tmp/rootfs shows as /tmp/rootfs)
+    options = {"mount": f"{root}:/"}
+    if host:
+        options["except"] = ":".join(host)
+    return [("viewfs", options)]
+
+
+def rootfs_cwd(args):
+    """The directory a -r view starts in: the current one if it is one of
+    the host's paths the view keeps, else the root tree's /."""
+    if not args.rootfs:
+        return None
+    here = os.getcwd()
+    keep = [p for p in rootfs_specs(args)[0][1].get("except", "").split(":") if p]
+    if any(here == p or here.startswith(p.rstrip("/") + "/") for p in keep):
+        return None
+    return "/"
+
+
 def write_report(out, layer):
     """--report: what the layer changes in the real tree, as JSON to out
     (closed unless stdout) and a summary on stderr."""
@@ -633,7 +699,8 @@ def run_view(args, command, sandbox):
 
         control = ServiceControl(loader=load_service, view_name=args.viewname, engine_loader=load_engine)
         modules, engines = [], [Reserve()] if args.services else []
-        for spec in trace_service(args) + (sandbox.specs() if sandbox else []) + args.module:
+        for spec in (trace_service(args) + (sandbox.specs() if sandbox else []) + rootfs_specs(args)
+                     + args.module):
             module, new = load_service(spec, engines)
             modules.append(module)
             engines += new
@@ -658,6 +725,9 @@ def run_view(args, command, sandbox):
             return ("exit", 2)
     try:
         attach(modules, monitor.view)
+        where = rootfs_cwd(args)
+        if where:
+            os.chdir(where)  # the real /, which the view shows as the root tree's
         status = monitor.run(command)
     except OSError as exc:
         if exc.errno == errno.ENOENT:

@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 19
+#define UM_CORE_VERSION 20
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -329,6 +329,8 @@ int um_abi_supported(int abi);
 #define UM_VCWD 1          /* um_set_vcwd: its cwd is virtual */
 #define UM_VCWD_FAITHFUL 2 /* ... and the kernel's cwd shows the same names below it:
                             * relative paths without ".." stay with the kernel */
+#define UM_VROOT 4         /* its root is virtual (chroot in the view): every path call
+                            * needs Python */
 int um_set_vcwd(int tid, int on);
 
 /* Run one system call in the thread of the UM_EV_SYSCALL event Python holds

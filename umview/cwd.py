@@ -21,15 +21,21 @@ process made it. For a process whose cwd is virtual it
 - runs ``#!`` scripts whose interpreter lies under a mount (the kernel would
   look for the interpreter in the real file system): execve(2) of such a
   script becomes the execve of the interpreter, with the argument list the
-  kernel would have made.
+  kernel would have made; likewise a program whose ELF loader lies under a
+  mount runs that loader (the view's), and readlink of /proc/self/exe says
+  the program;
+- serves chroot(2) for any user: the process gets a root in the view, below
+  which every path it names is resolved (all its path calls come here:
+  UM_VROOT), with no way out through "..", symlinks, /proc/self/root, or a
+  cwd or dirfd left outside (they count as the root).
 
 fchdir needs the virtual path of a directory fd: the tracker remembers it for
 fds opened through a mount, and checks at fchdir time that the fd still refers
 to the same real file (fd numbers are reused after close).
 
-The cwd is per process (threads share it); a child inherits its parent's.
-Not handled: CLONE_FS shared between processes (each keeps its own copy),
-chroot.
+The cwd and root are per process (threads share them); a child inherits its
+parent's. Not handled: CLONE_FS shared between processes (each keeps its own
+copy).
 """
 import errno
 import os
@@ -51,7 +57,8 @@ OPENS = frozenset({"open", "openat", "openat2", "creat"})
 RESOLVE_IN_ROOT = 0x10
 MAX_FD_PATHS = 65536
 # what follows /proc/ in a magic link to a process's root, cwd or open file
-PROC_LINK = re.compile(rb"(self|thread-self|[0-9]+)(?:/task/([0-9]+))?/(root|cwd|fd/([0-9]+))(?:/(.*))?\Z", re.S)
+PROC_LINK = re.compile(rb"(self|thread-self|[0-9]+)(?:/task/([0-9]+))?/(root|cwd|exe|fd/([0-9]+))(?:/(.*))?\Z", re.S)
+PT_INTERP = 3
 
 
 class CwdTracker(Engine):
@@ -62,9 +69,9 @@ class CwdTracker(Engine):
     # of threads with a virtual cwd (chdir under a mount is a path claim);
     # execve always while a redirecting mount exists (its #! interpreter may
     # lie under it), else as a path call
-    syscalls = frozenset({"fchdir"})
+    syscalls = frozenset({"fchdir", "chroot"})
     vcwd_syscalls = frozenset({"getcwd", "chdir"})
-    EXEC_ALWAYS = frozenset({"fchdir", "execve", "execveat"})
+    EXEC_ALWAYS = frozenset({"fchdir", "chroot", "execve", "execveat"})
     newest = True
     mounts_later = True
     walks_symlinks = True
@@ -81,6 +88,9 @@ class CwdTracker(Engine):
         self.faithful = {}  # tgid -> the real cwd, where the virtual one is faithful
         self.fd_paths = {}  # (tgid, fd) -> (virtual path, real path)
         self.opaque = ()    # mount points the monitor never looks under
+        self.vroot = {}     # tgid -> its root in the view (chroot), where it is not /
+        self.exe = {}       # tgid -> the program's path, where the exec ran its loader
+        self.exe_pending = {}  # tid -> that path (or None) while its exec runs
 
     def set_mounts(self, mounts):
         self.mounts = tuple(mounts)
@@ -89,7 +99,7 @@ class CwdTracker(Engine):
         # an interpreter there is found by the kernel, one in the upper layer
         # is behind a path the layer set names (its script's call reaches us)
         redirecting = any(m.target in m.prefixes or m.target in m.kernel_prefixes for m in mounts)
-        self.syscalls = self.EXEC_ALWAYS if redirecting else frozenset({"fchdir"})
+        self.syscalls = self.EXEC_ALWAYS if redirecting else frozenset({"fchdir", "chroot"})
         # claim what the mounts claim, with the same kinds: a layered mount
         # lets the C core keep most calls under it, and so must the tracker
         self.prefixes = tuple(dict.fromkeys(p for m in mounts for p in m.prefixes))
@@ -122,6 +132,10 @@ class CwdTracker(Engine):
             self.vcwd[child_tid] = self.vcwd[parent]
         if parent in self.faithful:
             self.faithful[child_tid] = self.faithful[parent]
+        if parent in self.exe:
+            self.exe[child_tid] = self.exe[parent]
+        if parent in self.vroot:
+            self.vroot[child_tid] = self.vroot[parent]
         inherited = {(child_tid, fd): v for (g, fd), v in self.fd_paths.items() if g == parent}
         self.fd_paths.update(inherited)
 
@@ -134,19 +148,25 @@ class CwdTracker(Engine):
                 self.threads[g] = members
             for t in [t for t, tg in older.tgid.items() if tg == g]:
                 self.tgid[t] = older.tgid.pop(t)
-            for state in ("vcwd", "faithful"):
+            for state in ("vcwd", "faithful", "exe", "vroot"):
                 if g in getattr(older, state):
                     getattr(self, state)[g] = getattr(older, state).pop(g)
             for key in [k for k in older.fd_paths if k[0] == g]:
                 self.fd_paths[key] = older.fd_paths.pop(key)
 
     def on_exec(self, tid, former_tid):
+        exe = self.exe_pending.pop(former_tid, None)
+        if exe is None:
+            self.exe.pop(tid, None)
+        else:
+            self.exe[tid] = exe
         g = self._tgid(tid)
         for t in self.threads.pop(g, ()):
             if t != tid:
                 self.tgid.pop(t, None)
 
     def on_exit(self, tid):
+        self.exe_pending.pop(tid, None)
         g = self.tgid.pop(tid, tid)
         members = self.threads.get(g)
         if members is not None:
@@ -155,12 +175,18 @@ class CwdTracker(Engine):
             self.threads.pop(g, None)
             self.vcwd.pop(g, None)
             self.faithful.pop(g, None)
+            self.exe.pop(g, None)
+            self.vroot.pop(g, None)
             for key in [k for k in self.fd_paths if k[0] == g]:
                 del self.fd_paths[key]
 
     def _set_vcwd(self, tid, virtual):
         g = self._tgid(tid)
         self.faithful.pop(g, None)
+        if virtual is None and g in self.vroot:
+            # under a virtual root every cwd is the view's to say
+            real = self._cwd_target(tid)
+            virtual = (self._from_real(real) or real) if real and real.startswith(b"/") else self.vroot[g]
         if virtual is None:
             self.vcwd.pop(g, None)
             on = 0
@@ -168,7 +194,9 @@ class CwdTracker(Engine):
             self.vcwd[g] = virtual
             on = core.lib.UM_VCWD
             real = self._cwd_target(tid)
-            if real is not None and self._faithful(virtual, real):
+            if g in self.vroot:
+                on |= core.lib.UM_VROOT  # every path is Python's, never faithful
+            elif real is not None and self._faithful(virtual, real):
                 on |= core.lib.UM_VCWD_FAITHFUL
                 self.faithful[g] = real
         for t in self.threads.get(g, {g}) | {tid}:
@@ -219,26 +247,33 @@ class CwdTracker(Engine):
     def enter(self, call):
         g = self._tgid(call.tid)
         vcwd = self.vcwd.get(g)
+        root = self.vroot.get(g)
         if call.name == "getcwd":
             if vcwd is None:
                 return CONTINUE
-            data = vcwd + b"\0"
+            data = self._inside(root, vcwd) + b"\0"
             if call.size < len(data):
                 return Skip.errno(errno.ERANGE)
             call.write_mem(call.raw("buf"), data)
             return Skip(len(data))
+        if call.name in ("readlink", "readlinkat") and self.exe:
+            answer = self._exe_link(call)
+            if answer is not None:
+                return answer
         if call.name == "openat2" and self.mounts:
             refused = self._in_root(call)
             if refused is not None:
                 return refused
         if vcwd is not None:
-            self._absolutize(call, vcwd)
-        if self.mounts and call.path_indices:
-            self._resolve_symlinks(call)
+            self._absolutize(call, vcwd, root)
+        if (self.mounts or root) and call.path_indices:
+            self._resolve_symlinks(call, root or b"/")
+        if call.name == "chroot":
+            return self._chroot(call)
         if call.name == "fchdir":
             return CONTINUE_AFTER
-        if call.name in EXECS and self.mounts:
-            return self._interpreter(call) or CONTINUE
+        if call.name in EXECS and (self.mounts or root):
+            return self._interpreter(call, root or b"/") or CONTINUE
         if call.name in OPENS and not any(p is not None and under_any(p, self.targets)
                                           for p in call.paths()):
             return CONTINUE  # not through a mount: nothing to remember about the fd
@@ -256,7 +291,8 @@ class CwdTracker(Engine):
             return
         g = self._tgid(call.tid)
         if call.name == "chdir":
-            self._set_vcwd(call.tid, call.state(self).virtual if self._redirected(call) else None)
+            virtual = call.state(self).virtual
+            self._set_vcwd(call.tid, virtual if g in self.vroot or self._redirected(call) else None)
         elif call.name == "fchdir":
             fd = call.fd
             entry = self.fd_paths.get((g, fd))
@@ -275,7 +311,7 @@ class CwdTracker(Engine):
             if real is not None and len(self.fd_paths) < MAX_FD_PATHS:
                 self.fd_paths[(g, call.retval)] = (call.state(self).virtual, real)
 
-    def _interpreter(self, call):
+    def _interpreter(self, call, root=b"/"):
         """An exec of a #! script where the script or its interpreter lies
         under a mount: the kernel would look for the interpreter outside the
         view's mounts, and would hand it the script's real path, which means
@@ -298,6 +334,8 @@ class CwdTracker(Engine):
                 head = f.read(BINPRM_BUF_SIZE)
         except OSError:
             return None  # the kernel says why
+        if head.startswith(b"\x7fELF"):
+            return self._elf_interpreter(call, path, script_real, root)
         if not head.startswith(b"#!"):
             return None
         line = head[2:].split(b"\n", 1)[0].strip(b" \t")
@@ -305,85 +343,192 @@ class CwdTracker(Engine):
         arg = arg.strip(b" ")
         if not interp.startswith(b"/"):
             return None
-        resolved, crossed = walk(interp, self.realize, True, opaque=self.opaque)
-        if not crossed and script_real == path:
-            return None  # neither under a mount: the kernel does it
+        resolved, crossed = walk(root.rstrip(b"/") + interp, self.realize, True, opaque=self.opaque, root=root)
+        if not crossed and script_real == path and root == b"/":
+            return None  # neither under a mount nor a virtual root: the kernel does it
         refused = self._may_execute(call, script_real)
         if refused is not None:
             return refused
         # the kernel's argument list: interpreter, its optional argument, the
         # script as the process named it, then the process's argv[1:]
+        script = core.read_string(call.tid, call.orig_args[pidx])
+        if call.name == "execveat" and not script.startswith(b"/") and _signed(call.args[0]) != AT_FDCWD:
+            script = b"/dev/fd/%d/%s" % (_signed(call.args[0]), script)  # the kernel's name for it
+        return self._exec_instead(call, resolved, [interp] + ([arg] if arg else []) + [script], 1, root)
+
+    def _elf_interpreter(self, call, path, real, root):
+        """An exec of a dynamically linked program whose ELF interpreter (the
+        dynamic loader its PT_INTERP names) lies under a mount: the kernel
+        would load the real tree's loader, which would then load the view's
+        libraries (a guest root file system's libc with the host's ld.so:
+        they must match). _exec_instead runs the view's loader."""
+        interp = elf_interp(real)
+        if interp is None or (root == b"/" and not walk(interp, self.realize, True, opaque=self.opaque)[1]):
+            return None  # static, not ELF, unreadable, or the loader the kernel finds is the view's
+        return self._exec_instead(call, path, [], 0, root)
+
+    @staticmethod
+    def _argv(call, aidx):
+        """The pointers of the exec's argv (a list), None if too many to
+        rebuild here."""
         argv = []
         addr = call.args[aidx]
         word = 8 if call.abi == "x86_64" else 4  # i386 and x32 pointers are 32 bits
         while addr and len(argv) < 8192:
             ptr = int.from_bytes(call.read_mem(addr + word * len(argv), word), "little")
             if not ptr:
-                break
+                return argv
             argv.append(ptr)
-        else:
-            if addr:
-                return None  # too many to rebuild here: leave it to the kernel
-        script = core.read_string(call.tid, call.orig_args[pidx])
-        if call.name == "execveat" and not script.startswith(b"/") and _signed(call.args[0]) != AT_FDCWD:
-            script = b"/dev/fd/%d/%s" % (_signed(call.args[0]), script)  # the kernel's name for it
-        strings = [interp] + ([arg] if arg else []) + [script]
+        return None if addr else argv
+
+    def _exec_instead(self, call, program, head, skip, root=b"/"):
+        """Turn the exec into one of program (a view path) with the argument
+        list head (strings, or pointers of the process's own) followed by
+        the process's argv[skip:]. If program is dynamically linked and its
+        loader lies under a mount or a virtual root, the view's loader (the
+        one below the root) is run instead, which
+        loads the program itself (its opens go through the view), given the
+        argument list's first string as argv[0] where the loader takes
+        --argv0 (glibc 2.33, musl 1.2.3; an older one shows the program's
+        path). /proc/self/exe then names the loader: readlink of it is
+        answered with the program (_exe_link). None, or a Skip with the
+        exec's errno."""
+        pidx, aidx = EXECS[call.name]
+        argv = self._argv(call, aidx)
+        if argv is None:
+            return None  # too many to rebuild here: leave it to the kernel
+        full = list(head) + argv[skip:]
+        exe = None
+        real = self.realize(program)
+        interp = elf_interp(real)
+        if interp is not None:
+            loader, crossed = walk(root.rstrip(b"/") + interp, self.realize, True, opaque=self.opaque, root=root)
+            if crossed or root != b"/":
+                refused = self._may_execute(call, real)  # which the loader's exec does not check
+                if refused is not None:
+                    return refused
+                name = [b"--argv0", full[0]] if full and _takes_argv0(self.realize(loader)) else []
+                # the program as the process names it (the loader opens it
+                # through the view, below the process's root)
+                inside = self._inside(root, program)
+                full = [interp] + name + [inside] + full[1:]
+                exe, program = inside, loader
+        word = 8 if call.abi == "x86_64" else 4
         ptrs = []
-        for s in strings:
+        for s in full:
+            if isinstance(s, int):
+                ptrs.append(s)
+                continue
             where = call.alloc(len(s) + 1)
             call.write_mem(where, s + b"\0")
             ptrs.append(where)
-        table = ptrs + argv[1:] + [0]
-        where = call.alloc(word * len(table))
-        call.write_mem(where, b"".join(p.to_bytes(word, "little") for p in table))
+        where = call.alloc(word * (len(ptrs) + 1))
+        call.write_mem(where, b"".join(p.to_bytes(word, "little") for p in ptrs + [0]))
         call.args[aidx] = where
-        call.set_string(pidx, resolved)
+        call.set_string(pidx, program)
         if call.name == "execveat":
-            call.args[0] = AT_FDCWD & 0xFFFFFFFFFFFFFFFF  # the interpreter's path is absolute
+            call.args[0] = AT_FDCWD & 0xFFFFFFFFFFFFFFFF  # the new path is absolute
+        self.exe_pending[call.tid] = exe
         return None
 
+    def _chroot(self, call):
+        """chroot(2), served for any user: the process's root becomes the
+        directory in the view (paths, "..", symlinks, /proc/self/root, exec
+        and its loader are resolved below it from now on, by the view), for
+        its threads and, inherited, its children. The kernel's root stays
+        the real one. The directory must exist and be searchable, as for the
+        kernel. The cwd stays where it is, but a cwd (or a dirfd) outside the
+        root counts as the root: nothing outside it can be named."""
+        try:
+            if not call.read_string(call.path_indices[0]):
+                return Skip.errno(errno.ENOENT)
+        except OSError as exc:
+            return Skip.errno(exc.errno)
+        vpath = call.paths()[0]
+        if vpath is None:
+            return None  # the kernel's errno
+        real = self.realize(vpath)
+        refused = self._may_enter(call, real, os.X_OK)
+        if refused is not None:
+            return refused
+        g = self._tgid(call.tid)
+        if vpath == b"/" and g not in self.vroot:
+            return Skip(0)
+        self.vroot[g] = vpath
+        self._set_vcwd(call.tid, self.vcwd.get(g))  # now a virtual cwd, whose paths are all the view's
+        return Skip(0)
+
     @staticmethod
-    def _may_execute(call, real):
+    def _inside(root, vpath):
+        """The view path vpath as a process whose root in the view is root
+        names it (a path outside the root counts as the root)."""
+        if root is None or root == b"/":
+            return vpath
+        base = root.rstrip(b"/")
+        return vpath[len(base):] if vpath.startswith(base + b"/") else b"/"
+
+    @classmethod
+    def _may_execute(cls, call, real):
         """The kernel's checks of a script it would run, which the exec of its
         interpreter no longer makes: a regular file, executable by the
         process (mode, ACLs, a noexec mount: faccessat2 with AT_EACCESS, run
         by the process). None if it may, else Skip(-errno)."""
+        return cls._may_enter(call, real, os.X_OK, regular=True)
+
+    @staticmethod
+    def _may_enter(call, real, mode, regular=False):
+        """None if the process may use the real file real as an executable
+        (regular=True) or a directory: that type, and mode allowed by its
+        own faccessat2 with AT_EACCESS; else Skip(-errno)."""
         import stat
 
         try:
-            if not stat.S_ISREG(os.stat(real).st_mode):
-                return Skip.errno(errno.EACCES)
+            st = os.stat(real)
         except OSError as exc:
             return Skip.errno(exc.errno)
+        if regular and not stat.S_ISREG(st.st_mode):
+            return Skip.errno(errno.EACCES)
+        if not regular and not stat.S_ISDIR(st.st_mode):
+            return Skip.errno(errno.ENOTDIR)
         where = call.alloc(len(real) + 1)
         call.write_mem(where, real + b"\0")
-        r = call.inject("faccessat2", AT_FDCWD & 0xFFFFFFFFFFFFFFFF, where, os.X_OK, AT_EACCESS)
+        r = call.inject("faccessat2", AT_FDCWD & 0xFFFFFFFFFFFFFFFF, where, mode, AT_EACCESS)
         if r < 0 and r != -errno.ENOSYS:  # (before Linux 5.8: no check but the mode's, by the kernel's exec)
             return Skip.errno(-r)
         return None
 
     # --- helpers ---
     @staticmethod
-    def _absolutize(call, vcwd):
-        """Relative (to the cwd) path arguments become absolute virtual paths."""
+    def _absolutize(call, vcwd, root=None):
+        """Relative (to the cwd) path arguments become absolute virtual paths;
+        under a virtual root, absolute ones become the view's paths below it,
+        and a cwd outside the root (left there by chroot) counts as the root."""
+        if root is not None and not under_any(vcwd, (root,)):
+            vcwd = root
         for slot, index in enumerate(call.path_indices):
-            d = call.dirfd_indices[slot]
-            if d is not None and _signed(call.args[d]) != AT_FDCWD:
-                continue
             try:
                 path = call.read_string(index)
             except OSError:
                 continue  # the kernel gives the errno
-            if not path or path.startswith(b"/"):
+            if not path:
                 continue
-            joined = vcwd.rstrip(b"/") + b"/" + path
+            if path.startswith(b"/"):
+                if root is None:
+                    continue
+                joined = root.rstrip(b"/") + path
+            else:
+                d = call.dirfd_indices[slot]
+                if d is not None and _signed(call.args[d]) != AT_FDCWD:
+                    continue  # below a dirfd: _resolve_symlinks
+                joined = vcwd.rstrip(b"/") + b"/" + path
             if len(joined) >= 4096:
                 raise OSError(errno.ENAMETOOLONG, "path too long")
             call.set_string(index, joined)
 
-    def _resolve_symlinks(self, call):
+    def _resolve_symlinks(self, call, root=b"/"):
         """Walk each path argument in the view (symlinks followed through the
-        mounts); rewrite it where that differs from the lexical result."""
+        mounts, absolute ones and ".." from root); rewrite it where that
+        differs from the lexical result."""
         for slot, index in enumerate(call.path_indices):
             try:
                 path = call.read_string(index)
@@ -402,6 +547,8 @@ class CwdTracker(Engine):
                 # below a faithful cwd): walk from its path in the view, so
                 # that ".." leads where the view says
                 virtual = self._from_real(base)
+                if root != b"/" and not under_any(virtual or base, (root,)):
+                    virtual = root  # a dirfd from outside the root (opened before chroot): the root
                 full = (virtual or base) + b"/" + path
                 if virtual is not None and virtual != base:
                     # the fd's real path is not the view's (a layer's upper
@@ -421,9 +568,10 @@ class CwdTracker(Engine):
             if self._plain(view, full, follow):
                 continue  # the walk would give the path as it is: the mounts rewrite it lexically
             resolved, crossed = walk(full, view.realize, follow, lstat=view.lstat, opaque=self.opaque,
-                                     proc=lambda rest, f: self._proc_link(call, rest, f))
-            # no mount on the way: the kernel resolves the original path the same way
-            if crossed and resolved != path:
+                                     proc=lambda rest, f: self._proc_link(call, rest, f), root=root)
+            # no mount on the way and no root of the view's: the kernel
+            # resolves the original path the same way
+            if (crossed or root != b"/") and resolved != path:
                 if len(resolved) >= 4096:
                     raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG))
                 call.set_string(index, resolved)
@@ -448,7 +596,11 @@ class CwdTracker(Engine):
         pid = fdpass.proc_pid(who, call.tid, self._tgid)
         tid = int(task) if task else pid
         if what == b"root":
-            base = b"/"
+            base = self.vroot.get(self._tgid(tid), b"/")
+        elif what == b"exe":
+            base = self.exe.get(self._tgid(tid))
+            if base is None:
+                return None  # the kernel's: the program it ran
         elif what == b"cwd":
             base = self.vcwd.get(self._tgid(tid))
             if base is None:
@@ -471,6 +623,24 @@ class CwdTracker(Engine):
                 return None
             base = base or real
         return base.rstrip(b"/") + b"/" + after if after else base
+
+    def _exe_link(self, call):
+        """readlink of /proc/PID/exe for a process whose exec ran the view's
+        loader (_elf_interpreter): the program, as the process named it,
+        not the loader. None: the kernel's answer."""
+        path = call.paths()[0] if call.paths() else None
+        m = PROC_LINK.match(path[len(b"/proc/"):]) if path and path.startswith(b"/proc/") else None
+        if m is None or m.group(3) != b"exe" or m.group(5) is not None:
+            return None
+        who, task = m.group(1), m.group(2)
+        pid = fdpass.proc_pid(who, call.tid, self._tgid)
+        exe = self.exe.get(self._tgid(int(task) if task else pid))
+        size = _signed(call.args[call.index_of("size")])
+        if exe is None or size <= 0:
+            return None  # the kernel's link, or its EINVAL
+        data = exe[:size]
+        call.write_mem(call.raw("buf"), data)
+        return Skip(len(data))
 
     def _in_root(self, call):
         """(None, or the Skip of a refusal) openat2 with RESOLVE_IN_ROOT: the path is resolved with the dirfd
@@ -502,18 +672,24 @@ class CwdTracker(Engine):
             base = self.vcwd[g]
         else:
             base = self._from_real(base) or base
+        root = self.vroot.get(g)
+        if root is not None and not under_any(base, (root,)):
+            base = root  # a dirfd from outside the root: the root
         path = call.read_string(call.path_indices[0])
         rel = _normalize(path)  # ".." stops at the root, as RESOLVE_IN_ROOT's
         full = base.rstrip(b"/") + rel if rel != b"/" else base
         follow = not int.from_bytes(how[0:8], "little") & os.O_NOFOLLOW
-        if not self._plain(ViewLookup(self.mounts, call), full, follow):
-            return Skip.errno(errno.ELOOP)
+        view = ViewLookup(self.mounts, call)
+        if not self._plain(view, full, follow) and \
+                walk(full, view.realize, follow, lstat=view.lstat, opaque=self.opaque)[0] != full:
+            return Skip.errno(errno.ELOOP)  # a symlink on the way (a missing name: the kernel's ENOENT)
         how[16:24] = (resolve & ~RESOLVE_IN_ROOT).to_bytes(8, "little")
         where = call.alloc(len(how))
         call.write_mem(where, bytes(how))
         call.args[2] = where
         call.args[0] = AT_FDCWD & 0xFFFFFFFFFFFFFFFF
-        call.set_string(call.path_indices[0], full)
+        # (under a virtual root, as the process names it: _absolutize adds the root)
+        call.set_string(call.path_indices[0], self._inside(root, full))
         return None
 
     def _leave_to_kernel(self, vpath):
@@ -566,6 +742,61 @@ class CwdTracker(Engine):
 
     _cwd_target = staticmethod(core.proc_link)
     _fd_target = staticmethod(core.proc_link)
+
+
+def elf_interp(real):
+    """The PT_INTERP path of the ELF file real (bytes), or None: not ELF,
+    statically linked, or unreadable."""
+    import struct
+
+    try:
+        with open(real, "rb") as f:
+            ident = f.read(64)
+            if len(ident) < 52 or not ident.startswith(b"\x7fELF") or ident[5] not in (1, 2):
+                return None
+            end = "<" if ident[5] == 1 else ">"
+            if ident[4] == 2:  # 64-bit
+                phoff, = struct.unpack_from(end + "Q", ident, 32)
+                phentsize, phnum = struct.unpack_from(end + "HH", ident, 54)
+                fmt, at = end + "IIQQQQ", (2, 5)  # p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz
+            elif ident[4] == 1:
+                phoff, = struct.unpack_from(end + "I", ident, 28)
+                phentsize, phnum = struct.unpack_from(end + "HH", ident, 42)
+                fmt, at = end + "IIIIII", (1, 4)  # p_type, p_offset, p_vaddr, p_paddr, p_filesz, p_memsz
+            else:
+                return None
+            if phentsize < struct.calcsize(fmt) or phnum > 4096:
+                return None
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+            for i in range(len(table) // phentsize):
+                ph = struct.unpack_from(fmt, table, i * phentsize)
+                if ph[0] == PT_INTERP:
+                    if ph[at[1]] > 4096:
+                        return None
+                    f.seek(ph[at[0]])
+                    name = f.read(ph[at[1]]).split(b"\0", 1)[0]
+                    return name or None
+    except (OSError, struct.error):
+        return None
+    return None
+
+
+_ARGV0 = {}  # (real path, mtime, size) -> does that loader take --argv0
+
+
+def _takes_argv0(loader):
+    """Does the dynamic loader at real path loader take --argv0 (glibc
+    2.33, musl 1.2.3)? Its usage text says so."""
+    try:
+        st = os.stat(loader)
+        key = (loader, st.st_mtime_ns, st.st_size)
+        if key not in _ARGV0:
+            with open(loader, "rb") as f:
+                _ARGV0[key] = b"--argv0" in f.read(8 << 20)
+        return _ARGV0[key]
+    except OSError:
+        return False
 
 
 def _within_fd_access(call, tid, fd):

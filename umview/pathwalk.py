@@ -20,7 +20,7 @@ MAXSYMLINKS = 40
 AT_FDCWD_ = -100
 
 
-def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink, opaque=(), proc=None):
+def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink, opaque=(), proc=None, root=b"/"):
     """Resolve absolute ``path`` (bytes) in the view.
 
     ``realize(vpath)`` gives the real path the kernel would use for a virtual
@@ -34,10 +34,14 @@ def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink, 
     a path under /proc (rest: what follows ``/proc/``; follow: whether the
     walk follows its end), the view's path a magic link there stands for
     (then followed, as a symlink to it), or None to leave it to the kernel.
+    ``root``: the process's root in the view (a virtual chroot), at or
+    above path: ".." stops there, absolute symlinks start there, /proc is
+    the one below it, and a magic link to a place outside it leads to it.
     """
     if not path.startswith(b"/"):
         raise ValueError("walk wants an absolute path")
     todo = [c for c in path.split(b"/") if c]
+    top = [c for c in root.split(b"/") if c]  # the components ".." does not climb above
     trailing_slash = path.endswith(b"/") and len(path) > 1
     if trailing_slash:
         follow_last = True  # "link/" always means the directory the link names
@@ -51,8 +55,9 @@ def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink, 
         if comp == b".":
             continue
         if comp == b"..":
-            if done:
-                done.pop()
+            if len(done) > len(top) or done[:len(top)] != top:
+                if done:
+                    done.pop()
             ahead = True
             continue
         if opaque and _under(done + [comp], opaque):
@@ -72,10 +77,12 @@ def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink, 
                     path_ahead.append(c)
             realize(b"/" + b"/".join(path_ahead))
             ahead = False
-        if done == [b"proc"]:
+        if done == top + [b"proc"]:
             # procfs: /proc/self and the magic links name the tracee's own
             # files; the monitor must not follow them in its own context
             target = proc(b"/".join([comp] + todo[::-1]), follow_last) if proc else None
+            if target is not None and top and not _under([c for c in target.split(b"/") if c], [root]):
+                target = root  # out of the process's root: not for it to reach
             if target is not None:
                 links += 1
                 if links > MAXSYMLINKS:
@@ -103,7 +110,7 @@ def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink, 
             if isinstance(target, str):
                 target = os.fsencode(target)
             if target.startswith(b"/"):
-                done = []
+                done = list(top)
             todo += reversed([c for c in target.split(b"/") if c])
             ahead = True
             continue

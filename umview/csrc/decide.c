@@ -365,7 +365,7 @@ static int proc_magic(const char *p)
         if (!(s = next_comp(&c, &l)) || comp_is(s, l, "..") || !(s = next_comp(&c, &l)))
             return 0;
     }
-    if (comp_is(s, l, "root") || comp_is(s, l, "cwd"))
+    if (comp_is(s, l, "root") || comp_is(s, l, "cwd") || comp_is(s, l, "exe"))
         return 1;
     return comp_is(s, l, "fd") && (s = next_comp(&c, &l)) != NULL && !comp_is(s, l, "..");
 }
@@ -453,7 +453,8 @@ static void gather_slot(pid_t tid, const struct path_arg *pa, const uint64_t *ar
 static int gather(pid_t tid, struct um_decide_in *in)
 {
     int abi = in->abi, read = 0;
-    in->vcwd = (thr(tid)->vcwd ? UM_VCWD : 0) | (thr(tid)->faithful ? UM_VCWD_FAITHFUL : 0);
+    in->vcwd = (thr(tid)->vcwd ? UM_VCWD : 0) | (thr(tid)->faithful ? UM_VCWD_FAITHFUL : 0) |
+               (thr(tid)->vroot ? UM_VROOT : 0);
     in->walk = 1;
     in->fd0[0] = 0;
     in->unix_path = 0;
@@ -636,6 +637,8 @@ int um_decide(struct um_decide_in *in)
         python = 1;
     if ((c & UM_CLAIM_VCWD) && (in->vcwd & UM_VCWD))
         python = 1;
+    if ((c & (UM_CLAIM_VCWD | UM_CLAIM_PATH)) && (in->vcwd & UM_VROOT))
+        python = 1; /* under a virtual root: only Python knows where any path goes */
     if (c & UM_CLAIM_FAMILY) {
         int family = (int)in->args[0];
         if (family < 0 || family >= 64 || (family_set >> family) & 1)

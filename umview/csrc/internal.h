@@ -125,6 +125,7 @@ struct um_thread {
     unsigned exit_wanted : 1; /* Python asked for this call's exit stop */
     unsigned execed : 1;      /* execve succeeded while its exit stop was pending */
     unsigned vcwd : 1;        /* its cwd is virtual: relative paths need Python */
+    unsigned vroot : 1;       /* its root is virtual: every path needs Python */
     unsigned faithful : 1;    /* with vcwd: the kernel's cwd shows the names the virtual one
                                * does, so a relative path without ".." needs no Python */
     unsigned redirected : 1;  /* a notification needs Python: interrupted, its restart awaited */

@@ -608,6 +608,7 @@ int um_next(struct um_event *ev)
                     c->announced = 1;
                     c->vcwd = parent->vcwd;
                     c->faithful = parent->faithful;
+                    c->vroot = parent->vroot;
                     c->need_filter |= parent->need_filter;
                     mm_child(child, tid, mm_event_shares(tid));
                     own_filters_inherit(c, parent);

@@ -211,6 +211,7 @@ int um_set_vcwd(int tid, int on)
     if (tid <= 0 || tid > pid_max)
         return -EINVAL;
     thr(tid)->vcwd = thr(tid)->faithful = 0;
+    thr(tid)->vroot = (on & UM_VROOT) != 0;
     if (on & UM_VCWD)
         thr(tid)->vcwd = 1;
     if ((on & UM_VCWD) && (on & UM_VCWD_FAITHFUL))

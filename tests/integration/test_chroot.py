@@ -1,0 +1,115 @@
+"""chroot(2) in a view: served by the view, for any user, with no way out.
+
+progs/chroot_breakout.c tries one way out of a chroot each and writes a
+victim file outside the tree if it gets there. Natively (as root) the ways
+the kernel leaves open do reach the victim, so the tests cannot pass
+vacuously; in a view (as root and as nobody) no way does.
+"""
+import os
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import need, need_user, umview_for
+
+PROG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs", "chroot_breakout.c")
+# the ways a real chroot leaves open to root (the others the kernel closes too)
+NATIVE_WAYS = ("cwd", "dirfd", "openat2", "rechroot")
+WAYS = NATIVE_WAYS + ("dotdot", "symlink", "abslink", "procroot")
+
+
+@pytest.fixture(scope="module")
+def breakout():
+    need("gcc")
+    out = tempfile.mkdtemp(prefix="umview-chroot-prog-", dir="/var/tmp")
+    try:
+        os.chmod(out, 0o755)
+        exe = os.path.join(out, "chroot_breakout")
+        subprocess.run(["gcc", "-O1", "-static", "-o", exe, PROG], check=True)
+        yield exe
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+@pytest.fixture
+def place():
+    """(tree, victim): an empty tree everyone may write (with a proc
+    directory for procfs), and a victim file outside it."""
+    tree = tempfile.mkdtemp(prefix="umview-chroot-tree-", dir="/var/tmp")
+    box = tempfile.mkdtemp(prefix="umview-chroot-victim-", dir="/var/tmp")
+    try:
+        os.mkdir(os.path.join(tree, "proc"))
+        os.chmod(tree, 0o777)
+        os.chmod(box, 0o777)
+        victim = os.path.join(box, "victim")
+        with open(victim, "w") as f:
+            f.write("victim\n")
+        os.chmod(victim, 0o666)
+        yield tree, victim
+    finally:
+        shutil.rmtree(tree, ignore_errors=True)
+        shutil.rmtree(box, ignore_errors=True)
+
+
+def content(path):
+    with open(path) as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("way", NATIVE_WAYS)
+def test_natively_root_leaves_a_chroot_this_way(breakout, place, way):
+    need_user("root")
+    tree, victim = place
+    r = subprocess.run([breakout, way, tree, victim], capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert content(victim) == "escaped\n"
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+@pytest.mark.parametrize("way", WAYS)
+def test_a_chroot_in_a_view_has_no_way_out(breakout, place, way, user):
+    need_user(user)
+    tree, victim = place
+    # a mount gives the view its path engines; /proc in the tree is procfs
+    view = umview_for(user, "-p", f"viewfs,mount=/proc:{tree}/proc", "--", breakout, way, tree, victim)
+    r = subprocess.run(view, capture_output=True, timeout=60)
+    assert content(victim) == "victim\n"
+    assert r.returncode == 1, (r.stdout, r.stderr)  # the way failed, with its errno
+    assert not r.stderr.startswith(b"chroot:"), r.stderr  # chroot itself worked, for any user
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+@pytest.mark.parametrize("way", WAYS)
+def test_every_way_out_of_a_chroot_in_a_view_leads_inside_it(breakout, place, way, user):
+    """The same path below the tree (and below its sub, the second root of
+    rechroot): each way names that one, the real victim stays."""
+    need_user(user)
+    tree, victim = place
+    inside = []
+    for root in (tree, os.path.join(tree, "sub")):
+        copy = root + victim
+        os.makedirs(os.path.dirname(copy))
+        with open(copy, "w") as f:
+            f.write("inside\n")
+        os.chmod(copy, 0o666)
+        inside.append(copy)
+    for d, _, _ in os.walk(tree):
+        os.chmod(d, 0o777)
+    view = umview_for(user, "-p", f"viewfs,mount=/proc:{tree}/proc", "--", breakout, way, tree, victim)
+    r = subprocess.run(view, capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert content(victim) == "victim\n"
+    assert [content(p) for p in inside] == (["inside\n", "escaped\n"] if way == "rechroot"
+                                            else ["escaped\n", "inside\n"])
+
+
+def test_a_chroot_outside_any_view_with_paths_stays_the_kernels(breakout, place):
+    """Without a path module the view has nothing to serve chroot with: the
+    kernel's own (a normal user gets EPERM, as natively)."""
+    need_user("nobody")
+    tree, victim = place
+    r = subprocess.run(umview_for("nobody", "--", breakout, "dotdot", tree, victim), capture_output=True,
+                       timeout=60)
+    assert r.returncode == 1 and r.stderr.startswith(b"chroot: Operation not permitted"), r.stderr

@@ -1,0 +1,205 @@
+"""umview -r ROOTFS: another root tree as /, for any user (as proot -R).
+
+The root trees here are made by the test from the host's own programs and
+libraries, with a loader at a path only the tree has, so that a program of
+the tree cannot run natively: the differential proof that what runs in the
+view is the tree's. The slow test runs a Debian tree made by debootstrap.
+"""
+import os
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import need, need_user, umview_for
+
+PROGRAMS = ("sh", "bash", "cat", "ls", "env")
+GUEST_LOADER = "/guestlib/ld.so"  # where only the tree has a loader
+
+
+def _libraries(program):
+    out = subprocess.run(["ldd", program], capture_output=True, text=True, check=True).stdout
+    return [w for line in out.splitlines() for w in line.split() if w.startswith("/")]
+
+
+def _copy(path, root):
+    dest = os.path.join(root, path.lstrip("/"))
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    shutil.copy2(os.path.realpath(path), dest)
+
+
+@pytest.fixture
+def tree():
+    """A root tree of the host's sh, bash, cat, ls and env with their
+    libraries (at /bin, so its own / is complete), an os-release of its own, a
+    #! script, and `hello`, whose loader is at a path only the tree has."""
+    need("gcc", "ldd")
+    root = tempfile.mkdtemp(prefix="umview-rootfs-", dir="/var/tmp")
+    try:
+        for name in PROGRAMS:
+            program = shutil.which(name)
+            for lib in _libraries(program):
+                _copy(lib, root)
+            os.makedirs(os.path.join(root, "bin"), exist_ok=True)
+            shutil.copy2(os.path.realpath(program), os.path.join(root, "bin", name))
+        os.makedirs(os.path.join(root, "etc"))
+        with open(os.path.join(root, "etc", "os-release"), "w") as f:
+            f.write('PRETTY_NAME="umview test tree"\n')
+        with open(os.path.join(root, "bin", "script"), "w") as f:
+            f.write('#!/bin/sh\necho "script $0 $*"\n')
+        os.chmod(os.path.join(root, "bin", "script"), 0o755)
+        loader = os.path.realpath(_libraries(shutil.which("cat"))[-1])
+        assert "ld-linux" in loader, loader
+        os.makedirs(os.path.join(root, os.path.dirname(GUEST_LOADER).lstrip("/")))
+        shutil.copy2(loader, os.path.join(root, GUEST_LOADER.lstrip("/")))
+        src = os.path.join(root, "hello.c")
+        with open(src, "w") as f:
+            f.write('#include <stdio.h>\n#include <unistd.h>\n'
+                    'int main(int argc, char **argv) { char exe[4096]; '
+                    'ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1); exe[n < 0 ? 0 : n] = 0; '
+                    'printf("argv0=%s exe=%s argc=%d\\n", argv[0], exe, argc); return 0; }\n')
+        subprocess.run(["gcc", "-o", os.path.join(root, "bin", "hello"), src,
+                        f"-Wl,--dynamic-linker={GUEST_LOADER}"], check=True)
+        os.unlink(src)
+        for d, dirs, _ in os.walk(root):
+            os.chmod(d, 0o755)
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def view(user, root, *cmd, opts=()):
+    return subprocess.run(umview_for(user, "-r", root, *opts, "--", *cmd), capture_output=True, timeout=120)
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_a_program_whose_loader_only_the_root_tree_has_runs_with_the_trees_loader(tree, user):
+    need_user(user)
+    with pytest.raises(FileNotFoundError):  # the kernel finds no /guestlib/ld.so on the host
+        subprocess.run([os.path.join(tree, "bin", "hello"), "a"], capture_output=True)
+    r = view(user, tree, "hello", "a", "b")
+    assert r.returncode == 0, r.stderr
+    # the name the process gave, its own path as /proc/self/exe, its arguments
+    assert r.stdout == b"argv0=hello exe=/bin/hello argc=3\n"
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_the_root_tree_is_slash_and_the_host_paths_stay_the_hosts(tree, user):
+    need_user(user)
+    r = view(user, tree, "sh", "-c", "cat /etc/os-release; ls /; pwd; cd /bin && pwd && ls hello; "
+             "ls -d /proc/self/fd /dev/null /tmp; test -e /usr/share || echo no-usr-share")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.decode().splitlines()
+    assert lines[0] == 'PRETTY_NAME="umview test tree"'
+    assert sorted(lines[1:1 + len(os.listdir(tree))]) == sorted(os.listdir(tree))
+    rest = lines[1 + len(os.listdir(tree)):]
+    assert rest[:3] == ["/", "/bin", "hello"]  # started at the tree's /
+    assert rest[3:6] == ["/dev/null", "/proc/self/fd", "/tmp"]
+    assert rest[6:] == ["no-usr-share"]  # the host's /usr is not the tree's
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_the_libraries_a_program_loads_are_the_root_trees(tree, user):
+    need_user(user)
+    r = view(user, tree, "cat", "/proc/self/maps")
+    assert r.returncode == 0, r.stderr
+    libs = {line.split()[-1] for line in r.stdout.decode().splitlines() if ".so" in line}
+    assert libs and all(p.startswith(tree + "/") for p in libs), libs
+
+
+def test_a_script_of_the_root_tree_runs_with_the_trees_shell(tree):
+    r = view("root", tree, "script", "x", "y")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"script /bin/script x y\n"
+
+
+def test_the_current_directory_stays_when_it_is_one_of_the_hosts_paths(tree):
+    here = tempfile.mkdtemp(prefix="umview-rootfs-cwd-", dir="/tmp")
+    try:
+        r = subprocess.run(umview_for("root", "-r", tree, "--", "sh", "-c", "pwd; ls"), capture_output=True,
+                           timeout=120, cwd=here)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.decode() == here + "\n"
+        r = subprocess.run(umview_for("root", "-r", tree, "--host-paths", "/proc", "--", "sh", "-c", "pwd"),
+                           capture_output=True, timeout=120, cwd=here)
+        assert r.stdout == b"/\n", r.stderr  # /tmp is the tree's: its /
+    finally:
+        os.rmdir(here)
+
+
+def test_bad_root_trees_and_host_paths_are_refused_with_what_to_do(tree):
+    r = subprocess.run(umview_for("root", "-r", "/nonexistent/tree", "--", "true"), capture_output=True, timeout=60)
+    assert r.returncode == 2 and b"not a directory" in r.stderr and b"debootstrap" in r.stderr
+    r = subprocess.run(umview_for("root", "-r", tree, "--host-paths", "proc", "--", "true"), capture_output=True,
+                       timeout=60)
+    assert r.returncode == 2 and b"not an absolute path" in r.stderr
+    r = subprocess.run(umview_for("root", "--host-paths", "/proc", "--", "true"), capture_output=True, timeout=60)
+    assert r.returncode == 2 and b"goes with -r" in r.stderr
+    r = subprocess.run(umview_for("root", "-r", tree, "--sandbox", "--", "true"), capture_output=True, timeout=60)
+    assert r.returncode == 2 and b"viewfs,mount=LAYER:/:cow" in r.stderr
+
+
+def _apt_mirror():
+    """The Debian archive apt uses here (deb.debian.org if none is named)."""
+    import glob
+    import re
+
+    for path in ["/etc/apt/sources.list"] + sorted(glob.glob("/etc/apt/sources.list.d/*.sources")):
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError:
+            continue
+        for m in re.finditer(r"^(?:URIs:\s*|deb\s+(?:\[[^]]*\]\s+)?)(\S+)", text, re.M):
+            if "security" not in m.group(1):
+                return m.group(1)
+    return "http://deb.debian.org/debian"
+
+
+@pytest.mark.slow
+def test_a_debian_root_tree_runs_its_own_shell_and_apt_as_a_normal_user():
+    """debootstrap --variant=minbase from the archive apt uses (skipped where
+    that cannot be reached)."""
+    need("debootstrap")
+    need_user("nobody")
+    root = tempfile.mkdtemp(prefix="umview-debian-", dir="/var/tmp")
+    try:
+        mirror = _apt_mirror()
+        suite = "bookworm"
+        with open("/etc/os-release") as f:
+            for line in f:
+                if line.startswith("VERSION_CODENAME=") and line.strip().split("=", 1)[1]:
+                    suite = line.strip().split("=", 1)[1]  # what the archive apt uses here has
+        r = subprocess.run(["debootstrap", "--variant=minbase", suite, root, mirror], capture_output=True,
+                           timeout=1200)
+        if r.returncode != 0:
+            pytest.skip(f"debootstrap failed (no archive reachable?): {r.stderr.decode()[-300:]}")
+        os.chmod(root, 0o755)
+        r = view("nobody", root, "/bin/sh", "-c", "cat /etc/os-release; ls /; apt-get --version | head -1; "
+                 "dpkg -s libc6 | grep ^Status; id -u")
+        assert r.returncode == 0, r.stderr
+        out = r.stdout.decode()
+        assert "Debian GNU/Linux" in out and "apt " in out and "install ok installed" in out
+        assert "usr\n" in out and "var\n" in out
+    finally:
+        subprocess.run(["rm", "-rf", "--one-file-system", root])
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_chroot_into_a_root_tree_runs_its_programs_for_any_user(tree, user):
+    need_user(user)
+    need("chroot")
+    script = "cat /etc/os-release; cd ../..; pwd; ls; hello; script s; cd /bin && pwd"
+    if user != "root":  # natively the kernel refuses a normal user's chroot
+        native = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                 "chroot", tree, "/bin/sh", "-c", script], capture_output=True, timeout=60)
+        assert native.returncode != 0 and b"Operation not permitted" in native.stderr
+    # any path module gives the view what serves chroot
+    r = subprocess.run(umview_for(user, "-p", "unreal", "--", "chroot", tree, "/bin/sh", "-c", script),
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.decode().splitlines()
+    assert out[:2] == ['PRETTY_NAME="umview test tree"', "/"]
+    assert sorted(out[2:2 + len(os.listdir(tree))]) == sorted(os.listdir(tree))
+    assert out[2 + len(os.listdir(tree)):] == ["argv0=hello exe=/bin/hello argc=1", "script /bin/script s", "/bin"]
