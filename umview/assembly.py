@@ -22,6 +22,7 @@ BUILTIN = {
     "fs": "umview.modules.fs:Fs",
     "guard": "umview.modules.guard:GuardModule",
     "uname": "umview.modules.uname:Uname",
+    "time": "umview.modules.clock:TimeModule",
 }
 
 
