@@ -937,6 +937,35 @@ ARG_NAMES: dict[str, tuple[str, ...]] = {
     "unshare": ("flags",),
     "clone": ("flags", "stack", "parent_tid", "child_tid", "tls"),
     "uname": ("buf",),
+    "olduname": ("buf",),
+    "oldolduname": ("buf",),
+    "sethostname": ("buf", "len"),
+    "setdomainname": ("buf", "len"),
+    "time": ("tloc",),
+    "stime": ("tptr",),
+    "gettimeofday": ("tv", "tz"),
+    "settimeofday": ("tv", "tz"),
+    "adjtimex": ("buf",),
+    "clock_gettime": ("clock", "tp"),
+    "clock_gettime64": ("clock", "tp"),
+    "clock_settime": ("clock", "tp"),
+    "clock_settime64": ("clock", "tp"),
+    "clock_adjtime": ("clock", "buf"),
+    "clock_adjtime64": ("clock", "buf"),
+    "clock_nanosleep": ("clock", "flags", "rqtp", "rmtp"),
+    "clock_nanosleep_time64": ("clock", "flags", "rqtp", "rmtp"),
+    "timerfd_settime": ("fd", "flags", "new", "old"),
+    "timerfd_settime64": ("fd", "flags", "new", "old"),
+    "timer_settime": ("timer", "flags", "new", "old"),
+    "timer_settime64": ("timer", "flags", "new", "old"),
+    "futex": ("uaddr", "op", "val", "timeout", "uaddr2", "val3"),
+    "futex_time64": ("uaddr", "op", "val", "timeout", "uaddr2", "val3"),
+    "futex_wait": ("uaddr", "val", "mask", "flags", "timeout", "clockid"),
+    "futex_waitv": ("waiters", "nr_futexes", "flags", "timeout", "clockid"),
+    "mq_timedsend": ("mqdes", "msg_ptr", "msg_len", "msg_prio", "abs_timeout"),
+    "mq_timedsend_time64": ("mqdes", "msg_ptr", "msg_len", "msg_prio", "abs_timeout"),
+    "mq_timedreceive": ("mqdes", "msg_ptr", "msg_len", "msg_prio", "abs_timeout"),
+    "mq_timedreceive_time64": ("mqdes", "msg_ptr", "msg_len", "msg_prio", "abs_timeout"),
     "getrandom": ("buf", "count", "flags"),
 }
 I386_ARG_NAMES: dict[str, tuple[str, ...]] = {
@@ -950,7 +979,7 @@ I386_ARG_NAMES: dict[str, tuple[str, ...]] = {
 # decoded value is the register's low 32 bits on every ABI, as the kernel sees it.
 INT32_NAMES = frozenset({
     "mode", "dev", "uid", "gid", "domain", "type", "protocol", "sig", "cmd", "op",
-    "addrlen", "call", "request",
+    "addrlen", "call", "request", "clock", "clockid", "timer", "len", "mqdes",
 })
 
 

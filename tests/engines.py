@@ -184,3 +184,26 @@ class NestOuter(_NestLogger):
     """Logs as above."""
 
     name = "nest-outer"
+
+
+class RefuseHostChanges(Engine):
+    """A safety net older than the modules under test (an outer view, with
+    the modules in a view nested in it): the calls that would set the host's
+    clock or names, or write /proc/sys/kernel, are refused with EHWPOISON
+    and their names appended to $UMVIEW_TEST_NET. The modules must serve
+    them, so that none ever gets here."""
+
+    name = "refuse-host-changes"
+    syscalls = frozenset({"clock_settime", "settimeofday", "adjtimex", "clock_adjtime",
+                          "sethostname", "setdomainname"})
+    path_syscalls = frozenset({"open", "openat", "openat2"})
+    prefixes = ("/proc/sys/kernel",)
+
+    def enter(self, call):
+        if call.name in self.path_syscalls:
+            flags = call.flags if call.name != "openat2" else int.from_bytes(call.read_mem(call.how, 8), "little")
+            if not flags & 3:
+                return CONTINUE  # opened for reading
+        with open(os.environ["UMVIEW_TEST_NET"], "a") as f:
+            f.write(call.name + "\n")
+        return Skip(-errno.EHWPOISON)

@@ -21,6 +21,8 @@ BUILTIN = {
     "vnet": "umview.modules.vnet:Vnet",
     "fs": "umview.modules.fs:Fs",
     "guard": "umview.modules.guard:GuardModule",
+    "uname": "umview.modules.uname:Uname",
+    "time": "umview.modules.clock:TimeModule",
 }
 
 

@@ -87,6 +87,21 @@ def inject(tid, abi_id, nr, args):
 
 AT_FDCWD = -100
 
+_PTRACE_GETREGS = 12
+_USER_REGS_WORDS = 27
+#: indices of struct user_regs_struct (x86_64's: a 32-bit process's registers
+#: are shown to the monitor in it too)
+REG_CS, REG_SP = 17, 19
+
+
+def user_regs(tid):
+    """The registers of a thread stopped where Python holds it (an exec
+    event, a call's entry), as the 27 words of struct user_regs_struct
+    (REG_SP, REG_CS, ...). OSError(ESRCH) if it is not stopped."""
+    buf = ffi.new("uint64_t[]", _USER_REGS_WORDS)
+    check(lib.um_ptrace(_PTRACE_GETREGS, tid, 0, int(ffi.cast("uintptr_t", buf))))
+    return tuple(buf)
+
 
 def kernel_abis():
     """The ABIs this kernel runs: x86_64 and i386 always (a 32-bit program

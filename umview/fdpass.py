@@ -29,6 +29,7 @@ import socket
 import struct
 
 from umview import core
+from umview.engine import Skip
 
 AF_UNIX = 1
 SOCK_STREAM = 1
@@ -134,6 +135,34 @@ def give_fd(call, fd, cloexec=False, at=None):
         raise
     finally:
         call.inject("close", chan)
+
+
+def hand_over(call, fd, flags):
+    """The Skip of an open call answered with a copy of the monitor's ``fd``
+    (a memfd of content a module made), at the lowest free number of the
+    process, close-on-exec if the call's open ``flags`` say O_CLOEXEC: in one
+    step if the call waits as a seccomp notification (Call.complete_with_fd),
+    else with give_fd."""
+    cloexec = bool(flags & O_CLOEXEC)
+    if call.notified:
+        return Skip(call.complete_with_fd(fd, cloexec))
+    return Skip(give_fd(call, fd, cloexec=cloexec, at="lowest"))
+
+
+def hand_over_content(call, data, flags, name):
+    """The Skip of an open call answered with a file holding ``data`` (a
+    memfd named ``name``, reopened read-only, as the file it stands for was
+    opened): hand_over."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    try:
+        os.pwrite(fd, data, 0)
+        ro = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        os.close(fd)
+    try:
+        return hand_over(call, ro, flags)
+    finally:
+        os.close(ro)
 
 
 def _send(listener, tgid, fd):
