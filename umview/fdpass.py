@@ -29,6 +29,7 @@ import socket
 import struct
 
 from umview import core
+from umview.engine import Skip
 
 AF_UNIX = 1
 SOCK_STREAM = 1
@@ -99,6 +100,44 @@ def proc_pid(who, tid, tgid=tgid_of):
     if who == b"thread-self":
         return tid
     return int(who)
+
+
+def view_proc_file(call, who, name):
+    """The content of /proc/PID/NAME (bytes) for the /proc/WHO a process of
+    the view named (WHO: b"self", b"thread-self" or a number), when PID is a
+    process of the view (traced by this monitor: its files may be shown as
+    the view sees them); None otherwise, or if there is no such process (the
+    kernel then answers the open itself)."""
+    try:
+        pid = proc_pid(who, call.tid)
+        if pid != call.tid and core.proc_status(pid, "TracerPid").get("TracerPid") != [b"%d" % os.getpid()]:
+            return None  # a process outside the view
+        with open(f"/proc/{pid}/{os.fsdecode(name)}", "rb") as f:
+            return f.read()
+    except (OSError, ValueError):
+        return None
+
+
+def serve_open(call, data, flags, label):
+    """Answer an open call with a file holding ``data`` (bytes): a memfd of
+    the monitor's, handed to the process at the lowest free number,
+    close-on-exec as the call's open ``flags`` say. Returns the Skip."""
+    fd = os.memfd_create("umview-" + label, os.MFD_CLOEXEC)
+    try:
+        os.write(fd, data)
+        os.lseek(fd, 0, os.SEEK_SET)
+        return hand_over(call, fd, flags)
+    finally:
+        os.close(fd)
+
+
+def hand_over(call, fd, flags):
+    """Skip an open call with a copy of the monitor's fd as its result, at
+    the lowest free number, close-on-exec as the call's flags say."""
+    cloexec = bool(flags & O_CLOEXEC)
+    if call.notified:
+        return Skip(call.complete_with_fd(fd, cloexec))
+    return Skip(give_fd(call, fd, cloexec=cloexec, at="lowest"))
 
 
 def _check(result, what):

@@ -50,7 +50,6 @@ MS_BIND = 4096
 MS_MOVE = 8192
 MNT_FORCE, MNT_DETACH = 1, 2
 UMOUNT_NOFOLLOW = 8
-O_CLOEXEC = 0o2000000
 
 #: filesystem type -> the FUSE server that serves it
 SERVERS = {
@@ -273,38 +272,13 @@ class MountTable(Engine):
         else:
             m = self.FILES.match(p)
             who, kind = m.group(2) or m.group(1), m.group(3)
-        pid = fdpass.proc_pid(who, call.tid)
         flags = call.arg("flags") if call.name != "openat2" else 0
         if call.name == "openat2" or (flags & 3) != os.O_RDONLY:
             return CONTINUE  # the kernel says what writing to it does
-        try:
-            outside = pid != call.tid and core.proc_status(pid, "TracerPid").get("TracerPid") != [b"%d" % os.getpid()]
-        except OSError:
-            return CONTINUE  # no such process: the kernel's answer
-        if outside:
-            return CONTINUE  # a process outside the view: its table has none of the view's mounts
-        try:
-            with open(f"/proc/{pid}/{kind.decode()}", "rb") as f:
-                text = f.read()
-        except OSError:
-            return CONTINUE  # no such process: the kernel's answer
-        text = self.module.mount_table(text, kind == b"mountinfo")
-        fd = os.memfd_create("umview-" + kind.decode(), os.MFD_CLOEXEC)
-        try:
-            os.write(fd, text)
-            os.lseek(fd, 0, os.SEEK_SET)
-            return hand_over(call, fd, flags)
-        finally:
-            os.close(fd)
-
-
-def hand_over(call, fd, flags):
-    """Skip an open call with a copy of the monitor's fd as its result, at
-    the lowest free number, close-on-exec as the call's flags say."""
-    cloexec = bool(flags & O_CLOEXEC)
-    if call.notified:
-        return Skip(call.complete_with_fd(fd, cloexec))
-    return Skip(fdpass.give_fd(call, fd, cloexec=cloexec, at="lowest"))
+        text = fdpass.view_proc_file(call, who, kind)
+        if text is None:
+            return CONTINUE  # outside the view, or no such process: the kernel's answer
+        return fdpass.serve_open(call, self.module.mount_table(text, kind == b"mountinfo"), flags, kind.decode())
 
 
 class Fs(Module):
@@ -596,7 +570,7 @@ class Fs(Module):
         flags = call.arg("flags") if call.name != "openat2" else 0
         fd = helper.open_dev_fuse(flags)
         try:
-            return hand_over(call, fd, flags)
+            return fdpass.hand_over(call, fd, flags)
         finally:
             os.close(fd)
 
