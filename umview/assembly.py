@@ -21,6 +21,7 @@ BUILTIN = {
     "vnet": "umview.modules.vnet:Vnet",
     "fs": "umview.modules.fs:Fs",
     "guard": "umview.modules.guard:GuardModule",
+    "fakeroot": "umview.modules.fakeroot:Fakeroot",
 }
 
 
