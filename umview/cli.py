@@ -23,6 +23,8 @@ examples:
   umview --sandbox --report r.json -- make install   and what it changed (JSON; a summary on stderr)
   umview-layer diff L; umview-layer apply L   show a kept layer's changes, or make them real
   umview --sandbox=ro -- CMD  writes anywhere but /tmp fail with EROFS; no network
+  umview -0 -- tar xf a.tar   a fake root: the archive's owners are kept and shown (not real)
+  umview -0 --sandbox -- dpkg -i pkg.deb    install a package as fake root; the system stays
 
 Inside a view: um_add_service, um_del_service, um_ls_service, um_attach,
 um_fsalias, viewname, vuname (docs/services.md).
@@ -73,6 +75,14 @@ def build_parser():
                    help="with --sandbox: when COMMAND ends, write what it changed in the layer (created, "
                    "modified, deleted, renamed) as JSON to FILE ('-': stdout) and a summary on stderr; "
                    "with --keep-layer, what the whole layer changes")
+    p.add_argument("-0", "--root", action="store_true",
+                   help="a fake root user (as fakeroot and proot -0): the command's processes see uid and "
+                   "gid 0, chown, chmod and mknod of devices seem to work and stat shows what they set; "
+                   "no real privilege. Short for -p fakeroot (docs/modules.md, fakeroot)")
+    p.add_argument("--uid", metavar="UID",
+                   help="as -0, but the processes see this uid (and --gid's gid, default 0)")
+    p.add_argument("--gid", metavar="GID",
+                   help="as -0, but the processes see this gid (and --uid's uid, default 0)")
     p.add_argument("-V", "--viewname", default="", metavar="NAME",
                    help="the view's name (viewname and vuname -N show it)")
     p.add_argument("-f", "--rcfile", metavar="FILE",
@@ -541,6 +551,10 @@ def main(argv=None):
         parser.error("--report goes with --sandbox (for a layer of your own: umview-layer diff LAYER)")
     if args.sandbox == "ro" and (args.keep_layer or args.report):
         parser.error("--sandbox=ro has no layer: --keep-layer and --report go with the other presets")
+    if args.root or args.uid is not None or args.gid is not None:
+        # the newest module: it sees the calls as the process made them and
+        # the results (stat) as every other module left them
+        args.module.append(f"fakeroot,uid={args.uid or 0},gid={args.gid or 0}")
     if args.engine or args.module or args.verbose or args.services or args.sandbox:
         import logging  # lazy: 13 ms of start-up, for views that log (modules, engines)
 
