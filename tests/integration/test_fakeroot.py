@@ -11,7 +11,8 @@ import tempfile
 
 import pytest
 
-from conftest import NOBODY, need, need_user, umview_for
+from conftest import NOBODY, as_user, need, need_user, umview_for
+from test_abis import progs  # noqa: F401 - the fixture: abicalls built for i386 and x32
 
 USERS = ["root", "nobody"]
 PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -25,11 +26,6 @@ def work():
     os.chown(d, NOBODY, NOBODY)
     yield d
     shutil.rmtree(d)
-
-
-def as_user(user, argv):
-    return argv if user == "root" else ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-                                        *argv]
 
 
 def sh(user, script, cwd, *opts, timeout=120):
@@ -218,3 +214,23 @@ def test_fake_root_options_say_what_to_write():
     assert r.returncode == 2 and b"db= needs a file name" in r.stderr
     r = subprocess.run(umview_for("root", "--help"), capture_output=True, timeout=60)
     assert b"-0, --root" in r.stdout
+
+
+def test_i386_processes_see_the_same_fake_ids_owners_and_devices_in_their_layouts(work, progs):
+    """A real i386 process: the 16-bit calls (getuid, chown, stat) and the
+    32-bit ones (getuid32, stat64) with their structures."""
+    need_user("nobody")
+    make_file(work, "f")
+    ops = ["getuid", "getuid32", "stat:uid:f", "chown:f:1:2", "stat:uid:f", "stat:gid:f", "stat64:uid:f",
+           "stat64:gid:f", "mknod:null:20644:259", "stat:mode:null", "stat64:rdev:null", "chown:missing:1:1",
+           "setuid:1000", "getuid", "getuid32", "setuid:0"]
+    native = subprocess.run(as_user("nobody", [progs["i386"], "chown:f:1:2", "mknod:null:20644:259"]),
+                            cwd=work, capture_output=True)
+    assert native.stdout == b"chown:f:1:2 = -1\nmknod:null:20644:259 = -1\n"  # EPERM, both
+    r = subprocess.run(umview_for("nobody", "-0", "--", progs["i386"], *ops), cwd=work, capture_output=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    results = [line.split(" = ")[1] for line in r.stdout.decode().splitlines()]
+    assert results == ["0", "0", "0", "0", "1", "2", "1", "2", "0", str(0o20644), "259", "-2",  # ENOENT stays
+                       "0", "1000", "1000", "-1"]  # EPERM: no way back to root
+    assert os.stat(os.path.join(work, "f")).st_uid == NOBODY
