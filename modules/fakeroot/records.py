@@ -53,13 +53,13 @@ class Records:
         try:
             with open(path) as f:
                 entries = json.load(f)
+            for e in entries:
+                self.set((int(e["dev"]), int(e["ino"])), **{k: int(e[k]) for k in FIELDS if k in e})
         except FileNotFoundError:
             return
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"module fakeroot: db={path}: cannot read it ({exc}); give a file "
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"module fakeroot: db={path}: cannot read it ({exc!r}); give a file "
                              "that an earlier fakeroot view wrote, or a new name") from None
-        for e in entries:
-            self.set((e["dev"], e["ino"]), **{k: e[k] for k in FIELDS if k in e})
 
     def save_db(self, path):
         entries = [{"dev": dev, "ino": ino, **fields} for (dev, ino), fields in sorted(self.by_key.items())]
@@ -76,12 +76,16 @@ class Records:
             log.warning("fakeroot: the owners kept in the layer %s cannot be read (%s): files there show "
                         "their real owners", os.fsdecode(upper), exc)
             return
-        for rel, fields in entries.items():
-            try:
-                st = os.lstat(os.path.join(upper, os.fsencode(rel)))
-            except OSError:
-                continue  # removed since, from outside a view
-            self.set((st.st_dev, st.st_ino), **{k: fields[k] for k in FIELDS if k in fields})
+        try:
+            for rel, fields in entries.items():
+                try:
+                    st = os.lstat(os.path.join(upper, os.fsencode(rel)))
+                except OSError:
+                    continue  # removed since, from outside a view
+                self.set((st.st_dev, st.st_ino), **{k: int(fields[k]) for k in FIELDS if k in fields})
+        except (AttributeError, TypeError, ValueError) as exc:
+            log.warning("fakeroot: the owners kept in the layer %s are not as a fakeroot view writes them "
+                        "(%r): some files show their real owners", os.fsdecode(upper), exc)
 
     def save_layer(self, upper):
         """Write the records of the files in the layer upper; the others are
