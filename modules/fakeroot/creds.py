@@ -6,7 +6,7 @@ process's real credentials never change.
 Ids are kept per thread, as the kernel keeps them (glibc makes a setuid
 apply to every thread by having each make the call). "Privileged" is the
 fake effective uid being 0: what CAP_SETUID and CAP_SETGID are for root.
-Pure functions, no tracee: tests/unit/test_fakeroot_creds.py.
+Pure functions, no tracee: tests/unit/test_fakeroot_rules.py.
 """
 import errno
 from dataclasses import dataclass, replace
