@@ -967,6 +967,17 @@ ARG_NAMES: dict[str, tuple[str, ...]] = {
     "mq_timedreceive": ("mqdes", "msg_ptr", "msg_len", "msg_prio", "abs_timeout"),
     "mq_timedreceive_time64": ("mqdes", "msg_ptr", "msg_len", "msg_prio", "abs_timeout"),
     "getrandom": ("buf", "count", "flags"),
+    # identity (the 16-bit i386 calls name theirs alike: their ids are the low 16 bits)
+    "setuid": ("uid",), "setuid32": ("uid",), "setgid": ("gid",), "setgid32": ("gid",),
+    "setfsuid": ("uid",), "setfsuid32": ("uid",), "setfsgid": ("gid",), "setfsgid32": ("gid",),
+    "setreuid": ("ruid", "euid"), "setreuid32": ("ruid", "euid"),
+    "setregid": ("rgid", "egid"), "setregid32": ("rgid", "egid"),
+    "setresuid": ("ruid", "euid", "suid"), "setresuid32": ("ruid", "euid", "suid"),
+    "setresgid": ("rgid", "egid", "sgid"), "setresgid32": ("rgid", "egid", "sgid"),
+    "getresuid": ("ruidp", "euidp", "suidp"), "getresuid32": ("ruidp", "euidp", "suidp"),
+    "getresgid": ("rgidp", "egidp", "sgidp"), "getresgid32": ("rgidp", "egidp", "sgidp"),
+    "getgroups": ("ngroups", "list"), "getgroups32": ("ngroups", "list"),
+    "setgroups": ("ngroups", "list"), "setgroups32": ("ngroups", "list"),
 }
 I386_ARG_NAMES: dict[str, tuple[str, ...]] = {
     "fanotify_mark": ("fd", "flags", "mask_lo", "mask_hi", "dirfd", "path"),
@@ -978,7 +989,8 @@ I386_ARG_NAMES: dict[str, tuple[str, ...]] = {
 # Plain int arguments that the kernel reads as 32-bit C ints (flags, modes, ids): their
 # decoded value is the register's low 32 bits on every ABI, as the kernel sees it.
 INT32_NAMES = frozenset({
-    "mode", "dev", "uid", "gid", "domain", "type", "protocol", "sig", "cmd", "op",
+    "mode", "dev", "uid", "gid", "ruid", "euid", "suid", "rgid", "egid", "sgid", "ngroups",
+    "domain", "type", "protocol", "sig", "cmd", "op",
     "addrlen", "call", "request", "clock", "clockid", "timer", "len", "mqdes",
 })
 

@@ -23,6 +23,7 @@ BUILTIN = {
     "guard": "umview.modules.guard:GuardModule",
     "uname": "umview.modules.uname:Uname",
     "time": "umview.modules.clock:TimeModule",
+    "fakeroot": "umview.modules.fakeroot:Fakeroot",
 }
 
 

@@ -24,6 +24,8 @@ examples:
   umview-layer diff L; umview-layer apply L   show a kept layer's changes, or make them real
   umview --sandbox=ro -- CMD  writes anywhere but /tmp fail with EROFS; no network
   umview -r ~/debian -- bash  a distribution's root tree as /, for any user (as proot -R)
+  umview -0 -- tar xf a.tar   a fake root: the archive's owners are kept and shown (not real)
+  umview -0 --sandbox -- dpkg -i pkg.deb    install a package as fake root; the system stays
 
 Inside a view: um_add_service, um_del_service, um_ls_service, um_attach,
 um_fsalias, viewname, vuname (docs/services.md).
@@ -84,6 +86,14 @@ def build_parser():
     p.add_argument("--host-paths", metavar="P1:P2", default=None,
                    help="with -r: the host paths that stay the host's (default: " + ":".join(ROOTFS_HOST_PATHS)
                    + ":$HOME); '' for none")
+    p.add_argument("-0", "--root", action="store_true",
+                   help="a fake root user (as fakeroot and proot -0): the command's processes see uid and "
+                   "gid 0, chown, chmod and mknod of devices seem to work and stat shows what they set; "
+                   "no real privilege. Short for -p fakeroot (docs/modules.md, fakeroot)")
+    p.add_argument("--uid", metavar="UID",
+                   help="as -0, but the processes see this uid (and --gid's gid, default 0)")
+    p.add_argument("--gid", metavar="GID",
+                   help="as -0, but the processes see this gid (and --uid's uid, default 0)")
     p.add_argument("-V", "--viewname", default="", metavar="NAME",
                    help="the view's name (viewname and vuname -N show it)")
     p.add_argument("-f", "--rcfile", metavar="FILE",
@@ -566,6 +576,10 @@ def main(argv=None):
             rootfs_specs(args)  # its errors now, before anything runs
         except ValueError as exc:
             parser.error(str(exc))
+    if args.root or args.uid is not None or args.gid is not None:
+        # the newest module: it sees the calls as the process made them and
+        # the results (stat) as every other module left them
+        args.module.append(f"fakeroot,uid={args.uid or 0},gid={args.gid or 0}")
     if args.engine or args.module or args.verbose or args.services or args.sandbox or args.rootfs:
         import logging  # lazy: 13 ms of start-up, for views that log (modules, engines)
 

@@ -102,6 +102,22 @@ def proc_pid(who, tid, tgid=tgid_of):
     return int(who)
 
 
+def view_proc_file(call, who, name):
+    """The content of /proc/PID/NAME (bytes) for the /proc/WHO a process of
+    the view named (WHO: b"self", b"thread-self" or a number), when PID is a
+    process of the view (traced by this monitor: its files may be shown as
+    the view sees them); None otherwise, or if there is no such process (the
+    kernel then answers the open itself)."""
+    try:
+        pid = proc_pid(who, call.tid)
+        if pid != call.tid and core.proc_status(pid, "TracerPid").get("TracerPid") != [b"%d" % os.getpid()]:
+            return None  # a process outside the view
+        with open(f"/proc/{pid}/{os.fsdecode(name)}", "rb") as f:
+            return f.read()
+    except (OSError, ValueError):
+        return None
+
+
 def _check(result, what):
     if result < 0:
         raise OSError(-result, f"{what} in the tracee: {os.strerror(-result)}")

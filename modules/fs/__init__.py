@@ -272,23 +272,14 @@ class MountTable(Engine):
         else:
             m = self.FILES.match(p)
             who, kind = m.group(2) or m.group(1), m.group(3)
-        pid = fdpass.proc_pid(who, call.tid)
         flags = call.arg("flags") if call.name != "openat2" else 0
         if call.name == "openat2" or (flags & 3) != os.O_RDONLY:
             return CONTINUE  # the kernel says what writing to it does
-        try:
-            outside = pid != call.tid and core.proc_status(pid, "TracerPid").get("TracerPid") != [b"%d" % os.getpid()]
-        except OSError:
-            return CONTINUE  # no such process: the kernel's answer
-        if outside:
-            return CONTINUE  # a process outside the view: its table has none of the view's mounts
-        try:
-            with open(f"/proc/{pid}/{kind.decode()}", "rb") as f:
-                text = f.read()
-        except OSError:
-            return CONTINUE  # no such process: the kernel's answer
-        text = self.module.mount_table(text, kind == b"mountinfo")
-        return fdpass.hand_over_content(call, text, flags, "umview-" + kind.decode())
+        text = fdpass.view_proc_file(call, who, kind)
+        if text is None:
+            return CONTINUE  # outside the view, or no such process: the kernel's answer
+        return fdpass.hand_over_content(call, self.module.mount_table(text, kind == b"mountinfo"), flags,
+                                        "umview-" + kind.decode())
 
 
 class Fs(Module):

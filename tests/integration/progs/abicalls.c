@@ -13,6 +13,10 @@
  * owntrace:OP: a seccomp filter of its own (installed through this ABI, with
  * its 32-bit struct sock_fprog) that answers RET_TRACE to the ABI's call of OP
  * (open or mkdir); 0 once installed.
+ * Ids (i386: the 16-bit calls, and their *32 forms): getuid, getuid32,
+ * geteuid, getgid, setuid:UID, chown:PATH:UID:GID, mknod:PATH:MODE:DEV (octal
+ * mode, decimal dev); stat:FIELD:PATH and (i386) stat64:FIELD:PATH give
+ * FIELD (uid, gid, mode, rdev) of the ABI's struct stat or stat64.
  */
 typedef unsigned long ulong;
 
@@ -20,7 +24,11 @@ typedef unsigned long ulong;
 #define BIT 0x40000000L
 enum { NR_open = 2, NR_creat = 85, NR_close = 3, NR_chmod = 90, NR_fchmod = 91, NR_fchown = 93,
        NR_rename = 82, NR_unlink = 87, NR_truncate = 76, NR_utimensat = 280, NR_mkdir = 83,
-       NR_socket = 41, NR_prctl = 157, NR_seccomp = 317 };
+       NR_socket = 41, NR_prctl = 157, NR_seccomp = 317, NR_getuid = 102, NR_getuid32 = 102,
+       NR_geteuid = 107, NR_getgid = 104, NR_setuid = 105, NR_chown = 92, NR_mknod = 133,
+       NR_stat = 4, NR_stat64 = -1 };
+/* struct stat: offsets and sizes of uid, gid, mode, rdev */
+static const int STAT_AT[4] = {28, 32, 24, 40}, STAT_SIZE[4] = {4, 4, 4, 8}, STAT64_AT[4] = {0}, STAT64_SIZE[4] = {0};
 #define ARCH 0xC000003EL /* AUDIT_ARCH_X86_64: x32 calls are x86_64's, with the bit */
 static long call6(long nr, long a, long b, long c, long d)
 {
@@ -38,7 +46,11 @@ static long call6(long nr, long a, long b, long c, long d)
 #else
 enum { NR_open = 5, NR_creat = 8, NR_close = 6, NR_chmod = 15, NR_fchmod = 94,
        NR_fchown = 207 /* fchown32 */, NR_rename = 38, NR_unlink = 10, NR_truncate = 92,
-       NR_utimensat = 320, NR_mkdir = 39, NR_socket = 359, NR_prctl = 172, NR_seccomp = 354 };
+       NR_utimensat = 320, NR_mkdir = 39, NR_socket = 359, NR_prctl = 172, NR_seccomp = 354,
+       NR_getuid = 24, NR_getuid32 = 199, NR_geteuid = 49, NR_getgid = 47, NR_setuid = 23,
+       NR_chown = 182 /* 16-bit */, NR_mknod = 14, NR_stat = 106, NR_stat64 = 195 };
+static const int STAT_AT[4] = {12, 14, 8, 16}, STAT_SIZE[4] = {2, 2, 2, 4};
+static const int STAT64_AT[4] = {24, 28, 16, 32}, STAT64_SIZE[4] = {4, 4, 4, 8};
 #define BIT 0L
 #define ARCH 0x40000003L /* AUDIT_ARCH_I386 */
 static long call6(long nr, long a, long b, long c, long d)
@@ -83,10 +95,32 @@ static int split(char *s, char **f, int max)
     return n;
 }
 
+/* field FIELD of a struct stat (or stat64) the call nr filled for path */
+static long stat_field(long nr, const int *at, const int *size, const char *field, const char *path)
+{
+    static unsigned char buf[256] __attribute__((aligned(8)));
+    int i = eq(field, "uid") ? 0 : eq(field, "gid") ? 1 : eq(field, "mode") ? 2 : 3;
+    long r = ABI(nr, (long)path, (long)buf, 0, 0);
+    if (r < 0) return r;
+    const unsigned char *p = buf + at[i];
+    unsigned long v = 0;
+    for (int b = size[i] - 1; b >= 0; b--) v = v << 8 | p[b];
+    return (long)v;
+}
+
 static long run(char **f, int n)
 {
     const char *op = f[0];
     long fd, r;
+    if (eq(op, "getuid")) return ABI(NR_getuid, 0, 0, 0, 0);
+    if (eq(op, "getuid32")) return ABI(NR_getuid32, 0, 0, 0, 0);
+    if (eq(op, "geteuid")) return ABI(NR_geteuid, 0, 0, 0, 0);
+    if (eq(op, "getgid")) return ABI(NR_getgid, 0, 0, 0, 0);
+    if (eq(op, "setuid") && n == 2) return ABI(NR_setuid, num(f[1], 10), 0, 0, 0);
+    if (eq(op, "chown") && n == 4) return ABI(NR_chown, (long)f[1], num(f[2], 10), num(f[3], 10), 0);
+    if (eq(op, "mknod") && n == 4) return ABI(NR_mknod, (long)f[1], num(f[2], 8), num(f[3], 10), 0);
+    if (eq(op, "stat") && n == 3) return stat_field(NR_stat, STAT_AT, STAT_SIZE, f[1], f[2]);
+    if (eq(op, "stat64") && n == 3 && NR_stat64 > 0) return stat_field(NR_stat64, STAT64_AT, STAT64_SIZE, f[1], f[2]);
     if (eq(op, "open") && n == 3) {
         r = ABI(NR_open, (long)f[1], num(f[2], 8), 0644, 0);
         if (r >= 0) ABI(NR_close, r, 0, 0, 0);
