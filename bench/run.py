@@ -36,6 +36,10 @@ Configurations:
                ptrace the monitor emulates (compare with strace)
   unshare-net  unshare -rn with lo up: the kernel's own private network, the
                floor for umview-vnet (for the net workload)
+  umview-rootfs  umview -r ROOTFS (--rootfs: a root tree with the workload's
+               tools, e.g. debootstrap --variant=minbase --include=make,gcc,
+               libc6-dev,git), the bench's directory kept the host's
+  proot-rootfs   proot -R ROOTFS -b the bench's directory: the same for PRoot
 
 Configurations of the fs workloads (a disk image mounted; these run only the
 fs workloads, and the fs workloads run only under them):
@@ -600,6 +604,22 @@ def build_configs(args):
                 continue
             configs.append(Config("unshare-net", [tool, "-rn", "sh", "-c", 'ip link set lo up && exec "$@"', "sh"],
                                   tool))
+        elif name in ("umview-rootfs", "proot-rootfs"):
+            tool = umview if name == "umview-rootfs" else shutil.which("proot")
+            if not args.rootfs or not tool:
+                notes.append(f"{name}: skipped, " + ("no --rootfs given" if not args.rootfs else
+                                                     "no umview or proot found"))
+                continue
+            if name == "proot-rootfs":
+                configs.append(Config(name, [tool, "-R", args.rootfs, "-b", args.dir], tool))
+                continue
+
+            def prefix(stats_file, workload, umview=umview):
+                home = os.environ.get("HOME", "/root")
+                keep = ["/proc", "/sys", "/dev", "/tmp", "/run", "/etc/resolv.conf", "/etc/hosts", home, args.dir]
+                return [umview, "--stats-file", stats_file, "-r", args.rootfs, "--host-paths", ":".join(keep), "--"]
+
+            configs.append(Config(name, prefix, umview))
         elif name == "strace":
             tool = shutil.which("strace")
             if not tool:
@@ -945,6 +965,8 @@ def parse_args(argv):
                    help="interpreter for pyimport and pytest (default: %(default)s)")
     p.add_argument("--timeout", type=float, default=None, help="seconds per run (default 600, --quick 60)")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    p.add_argument("--rootfs", metavar="DIR",
+                   help="the root tree of the umview-rootfs and proot-rootfs configurations")
     p.add_argument("--dir", default="/var/tmp",
                    help="where the temporary directory goes (default %(default)s: not /tmp, which a "
                    "sandbox replaces by its own)")
