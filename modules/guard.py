@@ -95,7 +95,7 @@ SAFE_CHR = frozenset({(1, 3), (1, 5), (1, 7), (1, 8), (1, 9), (5, 0), (5, 1), (5
 
 class Guard(Engine):
     name = "guard"
-    description = "mount, chroot, setns (mount namespace), acct, swap, reboot, kexec, kernel modules: EPERM"
+    description = "mount, chroot (unless the view serves it), setns (mount namespace), acct, swap, reboot, kexec, kernel modules: EPERM"
 
     syscalls = MOUNTS | ROOT | MACHINE | MKNODS
     # the C core hands it only the calls that write there (under /dev: not
@@ -297,7 +297,7 @@ def _signal(pids, sig):
 
 class GuardModule(Module):
     name = "guard"
-    description = "refuse mount, chroot, setns (mount ns), acct, swap, reboot, kexec, kernel modules (EPERM)"
+    description = "refuse mount, chroot (unless the view serves it), setns (mount ns), acct, swap, reboot, kexec, kernel modules (EPERM)"
     options_help = "daemons=wait|end (end: the processes left when the command ends get SIGTERM, then SIGKILL)"
 
     def __init__(self, options):
