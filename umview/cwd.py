@@ -44,7 +44,7 @@ import re
 from umview import core, fdpass
 from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip, _normalize, under_any
 from umview.pathwalk import plain_path, walk
-from umview.service import ViewLookup, realize
+from umview.service import RedirectMount, ViewLookup, realize
 from umview.syscalls import PATH_SYSCALLS
 
 AT_FDCWD = core.AT_FDCWD
@@ -75,6 +75,9 @@ class CwdTracker(Engine):
     newest = True
     mounts_later = True
     walks_symlinks = True
+    # AF_UNIX socket paths of a process under a virtual root (the mounts
+    # claim them too: no call stops for this alone)
+    unix_addr_syscalls = frozenset({"bind", "connect"})
     per_view = "cwd"  # a nested view's tracker follows every mount of its stack
 
     def __init__(self):
@@ -236,6 +239,8 @@ class CwdTracker(Engine):
 
     # --- calls ---
     def wants(self, call):
+        if call.name in self.unix_addr_syscalls:
+            return self._tgid(call.tid) in self.vroot
         if call.name in self.syscalls or call.name in self.vcwd_syscalls:
             return True
         if call.path_indices and self._tgid(call.tid) in self.vcwd:
@@ -248,6 +253,8 @@ class CwdTracker(Engine):
         g = self._tgid(call.tid)
         vcwd = self.vcwd.get(g)
         root = self.vroot.get(g)
+        if call.name in self.unix_addr_syscalls:
+            return self._rooted_socket(call, root, vcwd)
         if call.name == "getcwd":
             if vcwd is None:
                 return CONTINUE
@@ -457,6 +464,26 @@ class CwdTracker(Engine):
         self.vroot[g] = vpath
         self._set_vcwd(call.tid, self.vcwd.get(g))  # now a virtual cwd, whose paths are all the view's
         return Skip(0)
+
+    def _rooted_socket(self, call, root, vcwd):
+        """bind/connect of an AF_UNIX path by a process under a virtual root:
+        the kernel would name the path from the real root, so the address
+        becomes the view's path below the root (then the mounts', as any
+        socket path)."""
+        try:
+            path = RedirectMount._sockaddr(call)
+        except OSError:
+            return CONTINUE  # a bad pointer: the kernel's EFAULT
+        if path is None:
+            return CONTINUE  # an abstract name, or not AF_UNIX
+        if path.startswith(b"/"):
+            full = root.rstrip(b"/") + path
+        else:
+            base = vcwd if vcwd is not None and under_any(vcwd, (root,)) else root
+            full = base.rstrip(b"/") + b"/" + path
+        resolved, _ = walk(full, self.realize, False, opaque=self.opaque, root=root)
+        RedirectMount._point_sockaddr(call, resolved)
+        return CONTINUE
 
     @staticmethod
     def _inside(root, vpath):

@@ -6,6 +6,7 @@ the kernel leaves open do reach the victim, so the tests cannot pass
 vacuously; in a view (as root and as nobody) no way does.
 """
 import os
+import stat
 import shutil
 import subprocess
 import tempfile
@@ -113,3 +114,21 @@ def test_a_chroot_outside_any_view_with_paths_stays_the_kernels(breakout, place)
     r = subprocess.run(umview_for("nobody", "--", breakout, "dotdot", tree, victim), capture_output=True,
                        timeout=60)
     assert r.returncode == 1 and r.stderr.startswith(b"chroot: Operation not permitted"), r.stderr
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_a_unix_socket_bound_in_a_chroot_is_made_below_its_root(breakout, place, user):
+    """The kernel would make it at the path from the real root: outside the
+    tree, where the process could not reach."""
+    need_user(user)
+    tree, victim = place
+    box = os.path.dirname(victim)
+    os.makedirs(tree + box)
+    for d, _, _ in os.walk(tree):
+        os.chmod(d, 0o777)
+    view = umview_for(user, "-p", f"viewfs,mount=/proc:{tree}/proc", "--", breakout, "bind", tree, victim)
+    r = subprocess.run(view, capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"bound {box}/sock\n".encode()
+    assert not os.path.exists(os.path.join(box, "sock"))
+    assert stat.S_ISSOCK(os.lstat(tree + box + "/sock").st_mode)

@@ -12,6 +12,8 @@
  *             from the cwd left outside the new root
  *   procroot  chroot(TREE), chdir("/"): "/proc/self/root" + VICTIM (TREE/proc
  *             being procfs)
+ *   bind      chroot(TREE), chdir("/"): bind an AF_UNIX socket at VICTIM's
+ *             directory + "/sock" (exit 0 when bound: where is the test's to see)
  *
  * Exit 0: VICTIM was opened for writing and written (escaped); 1: the way
  * failed (the message says where, with the errno).
@@ -23,8 +25,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 static void __attribute__((noreturn)) fail(const char *what)
@@ -95,6 +99,19 @@ int main(int argc, char **argv)
     if (!strcmp(way, "procroot")) {
         snprintf(path, sizeof path, "/proc/self/root%s", victim);
         written(open(path, O_WRONLY | O_TRUNC), way);
+    }
+    if (!strcmp(way, "bind")) {
+        struct sockaddr_un sun = {.sun_family = AF_UNIX};
+        snprintf(sun.sun_path, sizeof sun.sun_path, "%s", victim);
+        char *slash = strrchr(sun.sun_path, '/');
+        if (!slash || (size_t)(slash - sun.sun_path) + 6 > sizeof sun.sun_path)
+            fail("socket path");
+        strcpy(slash + 1, "sock");
+        int s = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (s < 0 || bind(s, (struct sockaddr *)&sun, sizeof sun))
+            fail("bind");
+        printf("bound %s\n", sun.sun_path);
+        return 0;
     }
     fprintf(stderr, "no way %s\n", way);
     return 2;
