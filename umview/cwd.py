@@ -263,8 +263,8 @@ class CwdTracker(Engine):
                 return Skip.errno(errno.ERANGE)
             call.write_mem(call.raw("buf"), data)
             return Skip(len(data))
-        if call.name in ("readlink", "readlinkat") and self.exe:
-            answer = self._exe_link(call)
+        if call.name in ("readlink", "readlinkat") and (self.exe or self.vcwd or self.vroot):
+            answer = self._proc_readlink(call)
             if answer is not None:
                 return answer
         if call.name == "openat2" and self.mounts:
@@ -398,7 +398,7 @@ class CwdTracker(Engine):
         argument list's first string as argv[0] where the loader takes
         --argv0 (glibc 2.33, musl 1.2.3; an older one shows the program's
         path). /proc/self/exe then names the loader: readlink of it is
-        answered with the program (_exe_link). None, or a Skip with the
+        answered with the program (_proc_readlink). None, or a Skip with the
         exec's errno."""
         pidx, aidx = EXECS[call.name]
         argv = self._argv(call, aidx)
@@ -651,21 +651,36 @@ class CwdTracker(Engine):
             base = base or real
         return base.rstrip(b"/") + b"/" + after if after else base
 
-    def _exe_link(self, call):
-        """readlink of /proc/PID/exe for a process whose exec ran the view's
-        loader (_elf_interpreter): the program, as the process named it,
-        not the loader. None: the kernel's answer."""
+    def _proc_readlink(self, call):
+        """readlink of /proc/PID/exe, cwd or root where the view knows
+        better than the kernel: the program of an exec that ran the view's
+        loader (_elf_interpreter), not the loader; a virtual cwd, not the
+        real directory a mount made of it; a virtual root. Each as the
+        reading process names it (below its own root). None: the kernel's
+        answer."""
         path = call.paths()[0] if call.paths() else None
         m = PROC_LINK.match(path[len(b"/proc/"):]) if path and path.startswith(b"/proc/") else None
-        if m is None or m.group(3) != b"exe" or m.group(5) is not None:
+        if m is None or m.group(3) not in (b"exe", b"cwd", b"root") or m.group(5) is not None:
             return None
-        who, task = m.group(1), m.group(2)
+        who, task, what = m.group(1), m.group(2), m.group(3)
         pid = fdpass.proc_pid(who, call.tid, self._tgid)
-        exe = self.exe.get(self._tgid(int(task) if task else pid))
+        g = self._tgid(int(task) if task else pid)
+        mine = self.vroot.get(self._tgid(call.tid))
+        if what == b"exe":
+            value = self.exe.get(g)
+        elif what == b"cwd":
+            value = self.vcwd.get(g)
+            value = self._inside(mine, value) if value is not None else None
+        else:
+            value = self.vroot.get(g)
+            if value is not None:
+                value = self._inside(mine, value)
+            elif mine is not None:
+                value = b"/"  # a root above the reader's: as far as it can see
         size = _signed(call.args[call.index_of("size")])
-        if exe is None or size <= 0:
+        if value is None or size <= 0:
             return None  # the kernel's link, or its EINVAL
-        data = exe[:size]
+        data = value[:size]
         call.write_mem(call.raw("buf"), data)
         return Skip(len(data))
 

@@ -132,3 +132,27 @@ def test_a_unix_socket_bound_in_a_chroot_is_made_below_its_root(breakout, place,
     assert r.stdout == f"bound {box}/sock\n".encode()
     assert not os.path.exists(os.path.join(box, "sock"))
     assert stat.S_ISSOCK(os.lstat(tree + box + "/sock").st_mode)
+
+
+def test_proc_cwd_and_root_links_say_the_views_paths(place):
+    """readlink of /proc/self/cwd gives what getcwd gives (the kernel's link
+    names the real directory a mount made of it), and /proc/self/root the
+    process's root as it sees it."""
+    tree, _ = place
+    os.makedirs(os.path.join(tree, "in"))
+    script = (f"cd /unreal{tree} && readlink /proc/self/cwd && readlink /proc/$$/cwd; "
+              f"exec chroot {tree} /bin/sh -c 'cd /in && /bin/readlink /proc/self/cwd /proc/self/root'")
+    need("ldd")
+    os.makedirs(os.path.join(tree, "bin"))
+    for name in ("sh", "readlink"):
+        program = shutil.which(name)
+        shutil.copy2(program, os.path.join(tree, "bin"))
+        out = subprocess.run(["ldd", program], capture_output=True, text=True, check=True).stdout
+        for lib in (w for line in out.splitlines() for w in line.split() if w.startswith("/")):
+            os.makedirs(os.path.dirname(tree + lib), exist_ok=True)
+            shutil.copy2(os.path.realpath(lib), tree + lib)
+    native_sh = subprocess.run(["sh", "-c", f"cd {tree} && readlink /proc/self/cwd"], capture_output=True)
+    assert native_sh.stdout == f"{tree}\n".encode()
+    r = subprocess.run(umview_for("root", "-p", "unreal", "--", "sh", "-c", script), capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().splitlines() == [f"/unreal{tree}"] * 2 + ["/in", "/"]
