@@ -34,8 +34,9 @@ fds opened through a mount, and checks at fchdir time that the fd still refers
 to the same real file (fd numbers are reused after close).
 
 The cwd and root are per process (threads share them); a child inherits its
-parent's. Not handled: CLONE_FS shared between processes (each keeps its own
-copy).
+parent's, or shares them with it if clone(2) had CLONE_FS (read from the
+parent's registers at the fork event). Not handled: unshare(CLONE_FS), which
+leaves them joined.
 """
 import errno
 import os
@@ -59,6 +60,12 @@ MAX_FD_PATHS = 65536
 # what follows /proc/ in a magic link to a process's root, cwd or open file
 PROC_LINK = re.compile(rb"(self|thread-self|[0-9]+)(?:/task/([0-9]+))?/(root|cwd|exe|fd/([0-9]+))(?:/(.*))?\Z", re.S)
 PT_INTERP = 3
+CLONE_FS = 0x200
+_NR_CLONE = {"x86_64": 56, "i386": 120}
+_NR_CLONE3 = 435  # on both
+_X32_BIT = 0x40000000
+_I386_CS = 0x23
+_RBX, _RDI, _ORIG_RAX, _CS = 5, 14, 15, 17  # words of struct user_regs_struct
 
 
 class CwdTracker(Engine):
@@ -92,6 +99,7 @@ class CwdTracker(Engine):
         self.fd_paths = {}  # (tgid, fd) -> (virtual path, real path)
         self.opaque = ()    # mount points the monitor never looks under
         self.vroot = {}     # tgid -> its root in the view (chroot), where it is not /
+        self.fs_shared = {}  # tgid -> the set of processes sharing its root and cwd (CLONE_FS), where any
         self.exe = {}       # tgid -> the program's path, where the exec ran its loader
         self.exe_pending = {}  # tid -> that path (or None) while its exec runs
 
@@ -131,6 +139,11 @@ class CwdTracker(Engine):
             self.threads.setdefault(g, {g}).add(child_tid)
             return
         parent = self._tgid(parent_tid)
+        if _clone_flags(parent_tid) & CLONE_FS:
+            # one root and cwd for both: what either changes, both have
+            group = self.fs_shared.setdefault(parent, {parent})
+            group.add(child_tid)
+            self.fs_shared[child_tid] = group
         if parent in self.vcwd:
             self.vcwd[child_tid] = self.vcwd[parent]
         if parent in self.faithful:
@@ -176,6 +189,9 @@ class CwdTracker(Engine):
             members.discard(tid)
         if tid == g and not members:
             self.threads.pop(g, None)
+            group = self.fs_shared.pop(g, None)
+            if group is not None:
+                group.discard(g)
             self.vcwd.pop(g, None)
             self.faithful.pop(g, None)
             self.exe.pop(g, None)
@@ -183,7 +199,31 @@ class CwdTracker(Engine):
             for key in [k for k in self.fd_paths if k[0] == g]:
                 del self.fd_paths[key]
 
+    def _fs_group(self, g):
+        """The processes that share process g's root and cwd (CLONE_FS), g
+        included."""
+        return self.fs_shared.get(g) or {g}
+
     def _set_vcwd(self, tid, virtual):
+        g = self._tgid(tid)
+        self._set_own_vcwd(tid, virtual)
+        for other in self._fs_group(g) - {g}:
+            # the same state for the processes that share it (CLONE_FS)
+            self._set_fs_state(other, g)
+
+    def _set_fs_state(self, other, g):
+        """Process other's root, cwd and C flags become process g's."""
+        for state in (self.vcwd, self.faithful, self.vroot):
+            if g in state:
+                state[other] = state[g]
+            else:
+                state.pop(other, None)
+        on = ((core.lib.UM_VCWD if other in self.vcwd else 0) | (core.lib.UM_VROOT if other in self.vroot else 0)
+              | (core.lib.UM_VCWD_FAITHFUL if other in self.faithful else 0))
+        for t in self.threads.get(other, {other}):
+            core.check(core.lib.um_set_vcwd(t, on))
+
+    def _set_own_vcwd(self, tid, virtual):
         g = self._tgid(tid)
         self.faithful.pop(g, None)
         if virtual is None and g in self.vroot:
@@ -784,6 +824,24 @@ class CwdTracker(Engine):
 
     _cwd_target = staticmethod(core.proc_link)
     _fd_target = staticmethod(core.proc_link)
+
+
+def _clone_flags(tid):
+    """The flags of the clone or clone3 call thread tid is stopped in (at its
+    fork event), 0 for fork and vfork, or if they cannot be read."""
+    try:
+        regs = core.user_regs(tid)
+        if regs[_CS] == _I386_CS:
+            nr, arg, clone = regs[_ORIG_RAX] & 0xFFFFFFFF, regs[_RBX] & 0xFFFFFFFF, _NR_CLONE["i386"]
+        else:
+            nr, arg, clone = regs[_ORIG_RAX] & ~_X32_BIT, regs[_RDI], _NR_CLONE["x86_64"]
+        if nr == clone:
+            return arg & 0xFFFFFFFF
+        if nr == _NR_CLONE3:
+            return int.from_bytes(core.read_mem(tid, arg, 8), "little")  # clone_args.flags
+    except OSError:
+        pass
+    return 0
 
 
 def elf_interp(real):

@@ -156,3 +156,44 @@ def test_proc_cwd_and_root_links_say_the_views_paths(place):
     r = subprocess.run(umview_for("root", "-p", "unreal", "--", "sh", "-c", script), capture_output=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.decode().splitlines() == [f"/unreal{tree}"] * 2 + ["/in", "/"]
+
+
+@pytest.fixture(scope="module")
+def fs_share():
+    need("gcc")
+    out = tempfile.mkdtemp(prefix="umview-fs-share-", dir="/var/tmp")
+    try:
+        os.chmod(out, 0o755)
+        exe = os.path.join(out, "fs_share")
+        subprocess.run(["gcc", "-O1", "-o", exe, PROG.replace("chroot_breakout.c", "fs_share.c")], check=True)
+        yield exe
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def test_a_child_sharing_the_fs_moves_its_parents_cwd_in_the_view(fs_share, place):
+    """clone(CLONE_FS): the child's chdir is the parent's too, natively and
+    into a directory the view shows."""
+    tree, _ = place
+    os.makedirs(os.path.join(tree, "sub"))
+    native = subprocess.run([fs_share, os.path.join(tree, "sub")], capture_output=True, timeout=60)
+    assert native.stdout == f"{tree}/sub\n".encode(), native.stderr
+    r = subprocess.run(umview_for("root", "-p", "unreal", "--", fs_share, f"/unreal{tree}/sub"),
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"/unreal{tree}/sub\n".encode()
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_a_child_sharing_the_fs_chroots_its_parent_too(fs_share, place, user):
+    need_user(user)
+    tree, _ = place
+    os.makedirs(os.path.join(tree, "sub"))
+    open(os.path.join(tree, "marker"), "w").close()
+    if user == "root":  # natively: the parent's root is the tree now
+        native = subprocess.run([fs_share, os.path.join(tree, "sub"), tree], capture_output=True, timeout=60)
+        assert native.stdout == b"/sub\nmarker\n", native.stderr
+    r = subprocess.run(umview_for(user, "-p", "unreal", "--", fs_share, os.path.join(tree, "sub"), tree),
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"/sub\nmarker\n"
