@@ -70,7 +70,10 @@ def tree():
 
 
 def view(user, root, *cmd, opts=()):
-    return subprocess.run(umview_for(user, "-r", root, *opts, "--", *cmd), capture_output=True, timeout=120)
+    # from a directory that is none of the host's paths -r keeps (the
+    # checkout may lie under /tmp): the command starts at the tree's /
+    return subprocess.run(umview_for(user, "-r", root, *opts, "--", *cmd), capture_output=True, timeout=120,
+                          cwd="/var/tmp")
 
 
 @pytest.mark.parametrize("user", ["root", "nobody"])
