@@ -82,7 +82,7 @@ def build_parser():
     p.add_argument("-r", "--rootfs", metavar="DIR",
                    help="DIR is / for COMMAND (a distribution's root tree, e.g. made by debootstrap), "
                    "any user; the host's paths of --host-paths stay the host's. Writes there go to DIR "
-                   "(for a throw-away view of it: -p viewfs,mount=LAYER:/:cow after -r)")
+                   "(with --sandbox: to the sandbox's layer, DIR stays as it is)")
     p.add_argument("--host-paths", metavar="P1:P2", default=None,
                    help="with -r: the host paths that stay the host's (default: " + ":".join(ROOTFS_HOST_PATHS)
                    + ":$HOME); '' for none")
@@ -568,9 +568,6 @@ def main(argv=None):
         parser.error("--sandbox=ro has no layer: --keep-layer and --report go with the other presets")
     if args.host_paths is not None and not args.rootfs:
         parser.error("--host-paths goes with -r ROOTFS")
-    if args.rootfs and args.sandbox:
-        parser.error("-r and --sandbox do not go together yet: add -p viewfs,mount=LAYER:/:cow to -r for "
-                     "a copy-on-write view of the root tree")
     if args.rootfs:
         try:
             rootfs_specs(args)  # its errors now, before anything runs

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import need, need_user, umview_for
 
-PROGRAMS = ("sh", "bash", "cat", "ls", "env")
+PROGRAMS = ("sh", "bash", "cat", "ls", "env", "rm")
 GUEST_LOADER = "/guestlib/ld.so"  # where only the tree has a loader
 
 
@@ -31,7 +31,7 @@ def _copy(path, root):
 
 @pytest.fixture
 def tree():
-    """A root tree of the host's sh, bash, cat, ls and env with their
+    """A root tree of the host's sh, bash, cat, ls, env and rm with their
     libraries (at /bin, so its own / is complete), an os-release of its own, a
     #! script, and `hello`, whose loader is at a path only the tree has."""
     need("gcc", "ldd")
@@ -139,8 +139,24 @@ def test_bad_root_trees_and_host_paths_are_refused_with_what_to_do(tree):
     assert r.returncode == 2 and b"not an absolute path" in r.stderr
     r = subprocess.run(umview_for("root", "--host-paths", "/proc", "--", "true"), capture_output=True, timeout=60)
     assert r.returncode == 2 and b"goes with -r" in r.stderr
-    r = subprocess.run(umview_for("root", "-r", tree, "--sandbox", "--", "true"), capture_output=True, timeout=60)
-    assert r.returncode == 2 and b"viewfs,mount=LAYER:/:cow" in r.stderr
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_a_sandboxed_root_tree_changes_in_the_layer_and_stays_as_it_is(tree, user):
+    need_user(user)
+    victim = os.path.join(tree, "etc", "os-release")
+    os.chmod(victim, 0o666)
+    before = open(victim, "rb").read()
+    native = subprocess.run(["sh", "-c", f"echo changed > {victim}.copy && cat {victim}.copy"], capture_output=True)
+    assert native.stdout == b"changed\n"  # the same write, natively, changes a file of the tree
+    os.unlink(victim + ".copy")
+    r = subprocess.run(umview_for(user, "-r", tree, "--sandbox", "--report", "-", "--", "sh", "-c",
+                                  "echo changed > /etc/os-release; cat /etc/os-release; rm /bin/script; "
+                                  "ls /bin/script"), capture_output=True, timeout=120, cwd="/var/tmp")
+    assert r.stdout.startswith(b"changed\n"), r.stderr
+    assert b"No such file" in r.stderr  # gone in the view
+    assert open(victim, "rb").read() == before and os.path.exists(os.path.join(tree, "bin", "script"))
+    assert f'"path": "{victim}"'.encode() in r.stdout  # the report names the tree's file
 
 
 def _apt_mirror():
