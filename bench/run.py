@@ -725,6 +725,8 @@ def bench(args, workloads, configs, scratch):
                     st = read_stats(stats_path)
                     if st:
                         r["stats"].append({k2: st.get(k2) for k2 in STAT_KEYS})
+                        r.setdefault("calls", []).append(st.get("calls") or {})
+                        r.setdefault("monitor_cpu", []).append(st.get("monitor_cpu"))
                 if args.verbose:
                     print(f"  round {rnd + 1} {w.name:9} {c.name:22} {wall:8.3f}s", file=sys.stderr)
         print(f"round {rnd + 1}/{args.repeat} done", file=sys.stderr)
@@ -768,6 +770,11 @@ def summarize(results, configs, workloads):
             if r["stats"]:
                 row["stats"] = {k: median([x[k] for x in r["stats"] if x.get(k) is not None])
                                 for k in STAT_KEYS}
+                # per call, [trapped, to Python]: the median of each over the runs
+                names = {n for calls in r.get("calls", []) for n in calls}
+                row["calls"] = {n: [median([c.get(n, [0, 0])[i] for c in r["calls"]]) for i in (0, 1)]
+                                for n in names}
+                row["monitor_cpu"] = median([x for x in r.get("monitor_cpu", []) if x is not None])
             if r["own"]:
                 own, ref_own = median(r["own"]), median(per.get(w.reference, {}).get("own", []))
                 row["own_median_s"] = own
@@ -847,6 +854,18 @@ def print_report(summary, configs, workloads, notes):
                       f"{fmt(st['fast_continue'], '.0f'):>10}"
                       f"{fmt(st['python_events'], '.0f'):>8}{fmt(st['skipped'], '.0f'):>6}"
                       f"{fmt(st['exit_stops'], '.0f'):>6}")
+        print()
+        print("the calls trapped most (median per run: trapped, handed to Python), and the")
+        print("monitor's CPU seconds (its C loop and Python)")
+        for w in workloads:
+            for c in umv:
+                row = summary[w.name][c.name]
+                calls = sorted(row.get("calls", {}).items(), key=lambda kv: -kv[1][0])[:6]
+                if not calls:
+                    continue
+                cpu = row.get("monitor_cpu")
+                print(f"{w.name:10}{c.name:>24}  " + (f"monitor {cpu:.2f}s  " if cpu is not None else "")
+                      + ", ".join(f"{n} {t:.0f}/{p:.0f}" for n, (t, p) in calls))
     failures = [(w.name, c.name, f) for w in workloads for c in configs for f in summary[w.name][c.name]["failures"]]
     if failures:
         print()

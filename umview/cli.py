@@ -754,7 +754,7 @@ def run_view(args, command, sandbox):
         if monitor.landlock is not None:
             monitor.landlock.close()
     if args.stats or args.stats_file:
-        stats = Stats.from_core()
+        stats = Stats.from_core(monitor.table)
         if args.stats:
             print(stats.format(), file=sys.stderr)
         if args.stats_file:

@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 20
+#define UM_CORE_VERSION 21
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -165,6 +165,10 @@ struct um_stats {
 int um_core_version(void);
 int um_init(void);
 void um_stats_get(struct um_stats *out);
+/* Per call (the table's index, up to n): how many were trapped and decided,
+ * and how many of those went to Python. Returns how many entries were
+ * written (at most n). */
+int um_sc_stats(uint64_t *trapped, uint64_t *python, int n);
 
 /* --- tables (filled by Python before um_spawn) --- */
 int um_table_reset(int nsc);

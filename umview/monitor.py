@@ -519,18 +519,44 @@ class Stats:
               "notifications", "layer_walks", "injected", "inject_failed", "notif_events", "addfd",
               "decided_once", "notif_stale", "write_failed", "own_trace", "pinned", "regions")
 
-    def __init__(self, **counts):
+    TOP = 12  # calls listed by format()
+
+    def __init__(self, calls=None, monitor_cpu=None, **counts):
         for f in self.FIELDS:
             setattr(self, f, counts[f])
+        #: name -> [trapped, handed to Python], for the calls trapped at least once
+        self.calls = dict(calls or {})
+        #: CPU seconds of the monitor process (its C loop and Python)
+        self.monitor_cpu = monitor_cpu
 
     @classmethod
-    def from_core(cls):
+    def from_core(cls, table=None):
+        """The counters now; with the syscall table the monitor mirrored
+        (Monitor.table), also per call."""
+        import resource
+
         st = ffi.new("struct um_stats *")
         lib.um_stats_get(st)
-        return cls(**{f: getattr(st, f) for f in cls.FIELDS})
+        calls = {}
+        if table is not None:
+            n = len(table.names)
+            trapped, python = ffi.new("uint64_t[]", n), ffi.new("uint64_t[]", n)
+            n = core.check(lib.um_sc_stats(trapped, python, n))
+            for name in table.names:
+                i = table.index[name]
+                if i < n and trapped[i]:
+                    calls[name] = [trapped[i], python[i]]
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        return cls(calls=calls, monitor_cpu=round(ru.ru_utime + ru.ru_stime, 3),
+                   **{f: getattr(st, f) for f in cls.FIELDS})
 
     def as_dict(self):
-        return {f: getattr(self, f) for f in self.FIELDS}
+        return {**{f: getattr(self, f) for f in self.FIELDS}, "monitor_cpu": self.monitor_cpu,
+                "calls": self.calls}
+
+    def top_calls(self, n=TOP):
+        """The n calls trapped most often: (name, trapped, handed to Python)."""
+        return sorted(((k, t, p) for k, (t, p) in self.calls.items()), key=lambda c: (-c[1], c[0]))[:n]
 
     def format(self):
         return "\n".join(
@@ -559,6 +585,11 @@ class Stats:
             ]
             + ([f"  register writes that failed   {self.write_failed}"] if self.write_failed else [])
             + ([f"  own filters' RET_TRACE (ENOSYS) {self.own_trace}"] if self.own_trace else [])
+            + ([f"  monitor CPU time              {self.monitor_cpu:.2f} s"] if self.monitor_cpu is not None else [])
+            + (["  trapped calls by name         trapped  to Python"]
+               + [f"    {name:26}{t:>10}{p:>11}" for name, t, p in self.top_calls()]
+               + ([f"    ... {len(self.calls) - self.TOP} more (--stats-file has them all)"]
+                  if len(self.calls) > self.TOP else []) if self.calls else [])
         )
 
 

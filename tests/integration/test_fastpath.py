@@ -66,3 +66,19 @@ def test_ptrace_only_fast_path_gives_the_same_results(tmp_path, monkeypatch):
     assert st["notifications"] == 0 and st["seccomp_stops"] > 0
     native = run(cmd, cwd=tmp_path)
     assert (r.stdout, r.stderr) == (native.stdout, native.stderr)
+
+
+def test_stats_count_the_trapped_calls_by_name(tmp_path):
+    """find stats and opens each entry: the counts by name add up to every
+    trapped call, none of them went to Python, and the monitor's CPU time is
+    there; --stats prints the same list."""
+    st, _ = stats_of(tmp_path, ["find", "/usr/include", "-name", "*.h"])
+    calls = st["calls"]
+    assert sum(t for t, _ in calls.values()) == st["seccomp_stops"] + st["notifications"]
+    assert sum(p for _, p in calls.values()) == 0
+    assert calls["newfstatat"][0] > 100 or calls.get("fstat", [0])[0] > 100
+    assert st["monitor_cpu"] > 0
+    (tmp_path / "nullpath.py").write_text(ENGINE_SRC)
+    r = run(umview_argv("--stats", "--engine", f"{tmp_path / 'nullpath.py'}:NullPath", "--", "find", "/usr/include"),
+            cwd=tmp_path)
+    assert b"trapped calls by name" in r.stderr and b"openat" in r.stderr and b"monitor CPU time" in r.stderr

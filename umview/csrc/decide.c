@@ -752,12 +752,31 @@ int um_decide(struct um_decide_in *in)
 
 /* Gather and decide: UM_DECIDE_*, with in->sc and the resolved paths set.
  * *read (if given): whether tracee memory or /proc was read. */
+static uint64_t sc_trapped[MAX_SC], sc_python[MAX_SC]; /* by call: decided, handed to Python */
+
 int decide_call(pid_t tid, struct um_decide_in *in, int *read)
 {
     int r = gather(tid, in);
     if (read)
         *read = r;
-    return um_decide(in);
+    int d = um_decide(in);
+    if (in->sc >= 0 && in->sc < MAX_SC) {
+        sc_trapped[in->sc]++;
+        if (d == UM_DECIDE_PYTHON)
+            sc_python[in->sc]++;
+    }
+    return d;
+}
+
+int um_sc_stats(uint64_t *trapped, uint64_t *python, int n)
+{
+    if (n < 0)
+        return -EINVAL;
+    if (n > MAX_SC)
+        n = MAX_SC;
+    memcpy(trapped, sc_trapped, (size_t)n * sizeof *trapped);
+    memcpy(python, sc_python, (size_t)n * sizeof *python);
+    return n;
 }
 
 int refusal(pid_t tid, int d)
