@@ -499,7 +499,10 @@ def test_a_sandbox_inside_a_view_is_a_sandbox_nested_in_it(victim, user, outer):
     daemon = f"(setsid bash -c 'trap \"\" TERM; exec -a {mark} sleep 30' </dev/null >/dev/null 2>&1 &)"
     inner_script = (f"{CHANGE.format(d=victim)} && ls /tmp && echo in > /tmp/in && {daemon}; exit 3")
     inner = _inner_umview(user, "--sandbox", "--report", report, "--", "sh", "-c", inner_script)
-    script = (f"echo out > /tmp/out; {inner}; echo status $?; cat /tmp/out; ls /tmp | grep -c umview-sandbox-; "
+    # the outer view's /tmp: the real one under -p unreal (removed at the end)
+    outer_file = f"/tmp/umview-nested-outer-{os.getpid()}-{user}"
+    script = (f"echo out > {outer_file}; {inner}; echo status $?; cat {outer_file}; "
+              f"ls /tmp | grep -c umview-sandbox-; "
               f"cat {victim}/victim; cat {report}")  # an outer sandbox keeps the report in its layer
     r = run(user, outer.split(), script)
     try:
@@ -521,6 +524,8 @@ def test_a_sandbox_inside_a_view_is_a_sandbox_nested_in_it(victim, user, outer):
     finally:
         subprocess.run(["pkill", "-KILL", "-f", mark])
         shutil.rmtree(out)
+        if os.path.exists(outer_file):
+            os.unlink(outer_file)
 
 
 def test_monitor_options_are_refused_for_a_sandbox_inside_a_view():
