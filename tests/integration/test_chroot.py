@@ -15,23 +15,29 @@ import pytest
 
 from conftest import need, need_user, umview_for
 
-PROG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs", "chroot_breakout.c")
+PROGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs")
 # the ways a real chroot leaves open to root (the others the kernel closes too)
 NATIVE_WAYS = ("cwd", "dirfd", "openat2", "rechroot")
 WAYS = NATIVE_WAYS + ("dotdot", "symlink", "abslink", "procroot")
 
 
-@pytest.fixture(scope="module")
-def breakout():
+def _built(name, *flags):
+    """progs/NAME.c built where every user may run it (a generator: the
+    fixture's body, which removes it at the end)."""
     need("gcc")
-    out = tempfile.mkdtemp(prefix="umview-chroot-prog-", dir="/var/tmp")
+    out = tempfile.mkdtemp(prefix=f"umview-{name}-", dir="/var/tmp")
     try:
         os.chmod(out, 0o755)
-        exe = os.path.join(out, "chroot_breakout")
-        subprocess.run(["gcc", "-O1", "-static", "-o", exe, PROG], check=True)
+        exe = os.path.join(out, name)
+        subprocess.run(["gcc", "-O1", *flags, "-o", exe, os.path.join(PROGS, name + ".c")], check=True)
         yield exe
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def breakout():
+    yield from _built("chroot_breakout", "-static")
 
 
 @pytest.fixture
@@ -160,15 +166,7 @@ def test_proc_cwd_and_root_links_say_the_views_paths(place):
 
 @pytest.fixture(scope="module")
 def fs_share():
-    need("gcc")
-    out = tempfile.mkdtemp(prefix="umview-fs-share-", dir="/var/tmp")
-    try:
-        os.chmod(out, 0o755)
-        exe = os.path.join(out, "fs_share")
-        subprocess.run(["gcc", "-O1", "-o", exe, PROG.replace("chroot_breakout.c", "fs_share.c")], check=True)
-        yield exe
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+    yield from _built("fs_share")
 
 
 def test_a_child_sharing_the_fs_moves_its_parents_cwd_in_the_view(fs_share, place):
