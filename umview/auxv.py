@@ -19,7 +19,6 @@ import errno
 from umview import core
 
 AT_NULL, AT_IGNORE, AT_SYSINFO, AT_SYSINFO_EHDR = 0, 1, 32, 33
-_I386_CS = 0x23
 _ELFCLASS32 = 1
 _MAX_WORDS = 1 << 20  # argc + argv + envp + auxv beyond this is not a stack the kernel made
 _PAGE = 4096
@@ -29,7 +28,7 @@ def word_size(tid, regs=None):
     """4 for a 32-bit program (i386 by its code segment, x32 by its ELF
     class), else 8."""
     regs = regs if regs is not None else core.user_regs(tid)
-    if regs[core.REG_CS] == _I386_CS:
+    if regs[core.REG_CS] == core.I386_CS:
         return 4
     try:
         with open(f"/proc/{tid}/exe", "rb") as f:

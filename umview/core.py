@@ -91,7 +91,9 @@ _PTRACE_GETREGS = 12
 _USER_REGS_WORDS = 27
 #: indices of struct user_regs_struct (x86_64's: a 32-bit process's registers
 #: are shown to the monitor in it too)
-REG_CS, REG_SP = 17, 19
+REG_RBX, REG_RDI, REG_ORIG_RAX, REG_CS, REG_SP = 5, 14, 15, 17, 19
+#: the code segment of a process running i386 code (REG_CS)
+I386_CS = 0x23
 
 
 def user_regs(tid):

@@ -64,8 +64,6 @@ CLONE_FS = 0x200
 _NR_CLONE = {"x86_64": 56, "i386": 120}
 _NR_CLONE3 = 435  # on both
 _X32_BIT = 0x40000000
-_I386_CS = 0x23
-_RBX, _RDI, _ORIG_RAX, _CS = 5, 14, 15, 17  # words of struct user_regs_struct
 
 
 class CwdTracker(Engine):
@@ -409,10 +407,21 @@ class CwdTracker(Engine):
         would load the real tree's loader, which would then load the view's
         libraries (a guest root file system's libc with the host's ld.so:
         they must match). _exec_instead runs the view's loader."""
-        interp = elf_interp(real)
-        if interp is None or (root == b"/" and not walk(interp, self.realize, True, opaque=self.opaque)[1]):
+        loader = self._view_loader(real, root)
+        if loader is None:
             return None  # static, not ELF, unreadable, or the loader the kernel finds is the view's
-        return self._exec_instead(call, path, [], 0, root)
+        return self._exec_instead(call, path, [], 0, root, loader)
+
+    def _view_loader(self, real, root):
+        """(its PT_INTERP, the view path of that loader below root) for the
+        program at real path, where the kernel would not find the view's
+        loader (it lies under a mount, or the process has a root of the
+        view's); else None."""
+        interp = elf_interp(real)
+        if interp is None:
+            return None
+        loader, crossed = walk(root.rstrip(b"/") + interp, self.realize, True, opaque=self.opaque, root=root)
+        return (interp, loader) if crossed or root != b"/" else None
 
     @staticmethod
     def _argv(call, aidx):
@@ -428,7 +437,7 @@ class CwdTracker(Engine):
             argv.append(ptr)
         return None if addr else argv
 
-    def _exec_instead(self, call, program, head, skip, root=b"/"):
+    def _exec_instead(self, call, program, head, skip, root=b"/", loader=False):
         """Turn the exec into one of program (a view path) with the argument
         list head (strings, or pointers of the process's own) followed by
         the process's argv[skip:]. If program is dynamically linked and its
@@ -438,7 +447,8 @@ class CwdTracker(Engine):
         argument list's first string as argv[0] where the loader takes
         --argv0 (glibc 2.33, musl 1.2.3; an older one shows the program's
         path). /proc/self/exe then names the loader: readlink of it is
-        answered with the program (_proc_readlink). None, or a Skip with the
+        answered with the program (_proc_readlink). loader: _view_loader's
+        answer for program if the caller has it. None, or a Skip with the
         exec's errno."""
         pidx, aidx = EXECS[call.name]
         argv = self._argv(call, aidx)
@@ -447,19 +457,19 @@ class CwdTracker(Engine):
         full = list(head) + argv[skip:]
         exe = None
         real = self.realize(program)
-        interp = elf_interp(real)
-        if interp is not None:
-            loader, crossed = walk(root.rstrip(b"/") + interp, self.realize, True, opaque=self.opaque, root=root)
-            if crossed or root != b"/":
-                refused = self._may_execute(call, real)  # which the loader's exec does not check
-                if refused is not None:
-                    return refused
-                name = [b"--argv0", full[0]] if full and _takes_argv0(self.realize(loader)) else []
-                # the program as the process names it (the loader opens it
-                # through the view, below the process's root)
-                inside = self._inside(root, program)
-                full = [interp] + name + [inside] + full[1:]
-                exe, program = inside, loader
+        if loader is False:
+            loader = self._view_loader(real, root)
+        if loader is not None:
+            interp, loader = loader
+            refused = self._may_execute(call, real)  # which the loader's exec does not check
+            if refused is not None:
+                return refused
+            name = [b"--argv0", full[0]] if full and _takes_argv0(self.realize(loader)) else []
+            # the program as the process names it (the loader opens it
+            # through the view, below the process's root)
+            inside = self._inside(root, program)
+            full = [interp] + name + [inside] + full[1:]
+            exe, program = inside, loader
         word = 8 if call.abi == "x86_64" else 4
         ptrs = []
         for s in full:
@@ -831,10 +841,10 @@ def _clone_flags(tid):
     fork event), 0 for fork and vfork, or if they cannot be read."""
     try:
         regs = core.user_regs(tid)
-        if regs[_CS] == _I386_CS:
-            nr, arg, clone = regs[_ORIG_RAX] & 0xFFFFFFFF, regs[_RBX] & 0xFFFFFFFF, _NR_CLONE["i386"]
+        if regs[core.REG_CS] == core.I386_CS:
+            nr, arg, clone = regs[core.REG_ORIG_RAX] & 0xFFFFFFFF, regs[core.REG_RBX] & 0xFFFFFFFF, _NR_CLONE["i386"]
         else:
-            nr, arg, clone = regs[_ORIG_RAX] & ~_X32_BIT, regs[_RDI], _NR_CLONE["x86_64"]
+            nr, arg, clone = regs[core.REG_ORIG_RAX] & ~_X32_BIT, regs[core.REG_RDI], _NR_CLONE["x86_64"]
         if nr == clone:
             return arg & 0xFFFFFFFF
         if nr == _NR_CLONE3:
