@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 21
+#define UM_CORE_VERSION 22
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -30,6 +30,10 @@
                             * as the notification itself (UM_EV_NOTIF), not redirected */
 #define UM_CLAIM_UNIXADDR 128 /* bind/connect whose address (args[1], length args[2]) is an
                                * AF_UNIX path (not abstract): an unreadable one stays the kernel's */
+#define UM_CLAIM_CREDS 256 /* a call that may change what the kernel checks a process's
+                           * access with (setuid, setgroups, capset, unshare, setns,
+                           * landlock_restrict_self...): C serves no call of that
+                           * thread again before it has looked at it anew */
 
 /* how the filter traps a number: a ptrace stop, or a seccomp user
  * notification (for calls C decides alone; see docs/internals.md) */
@@ -160,6 +164,9 @@ struct um_stats {
                                * (without an inner tracer: failed with ENOSYS) */
     uint64_t pinned;          /* calls let through with their paths pinned (pin.c) */
     uint64_t regions;         /* regions mapped for pinned paths (one per memory that needed one) */
+    uint64_t served;          /* calls under a move mount that C served itself (emulate.c) */
+    uint64_t served_fallback; /* ... that it looked at and left to Python (a symlink on the
+                               * way, another file type, another identity) */
 };
 
 int um_core_version(void);
@@ -199,7 +206,21 @@ int um_prefix_clear(void);
                                  * no mount below and none newer over it (a move mount's
                                  * source): also a path relative to a dirfd in it that
                                  * does not climb is the kernel's, inside a plain prefix */
+#define UM_PREFIX_MOVE 7 /* a move mount (viewfs move): its paths are the source's with
+                          * the target's part replaced (um_prefix_add_move). As PLAIN
+                          * in every way, except that a call C can serve itself is
+                          * answered by C at its notification (docs/internals.md,
+                          * "Calls C serves under a move mount") */
 int um_prefix_add_kind(const char *prefix, int kind);
+/* a UM_PREFIX_MOVE prefix: target shows source (both absolute) */
+int um_prefix_add_move(const char *target, const char *source);
+/* which calls under a move prefix C may serve itself at a notification:
+ * UM_SERVE_LOOKUP (stat, lstat, newfstatat, statx, readlink(at), access,
+ * faccessat(2)), UM_SERVE_OPEN (open, openat without O_CREAT or O_TMPFILE);
+ * 0 (the default): none */
+#define UM_SERVE_LOOKUP 1
+#define UM_SERVE_OPEN 2
+void um_set_serve(int flags);
 int um_prefix_kind(const char *path); /* the kind a path falls under, -1 for none */
 
 /* the layer set: absolute virtual paths under layered prefixes */
@@ -406,6 +427,8 @@ struct um_decide_in {
     char path[UM_PATH_SLOTS][UM_PATH_BUF]; /* as in struct um_event */
     int path_len[UM_PATH_SLOTS];
     int path_kind[UM_PATH_SLOTS];
+    int move;                /* the UM_PREFIX_MOVE prefix (its index) whose mount C may serve the
+                              * call under (emulate.c), -1 if none; um_decide then says PYTHON */
 };
 int um_decide(struct um_decide_in *in);
 void um_set_symlink_check(int on);

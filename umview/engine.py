@@ -99,6 +99,12 @@ class Engine:
     #: directory): kept in C, but a path relative to a cwd or dirfd in one
     #: that climbs with ".." reaches Python
     alias_prefixes = ()
+    #: (target, source) of a move mount among its plain prefixes: every path
+    #: under target is source's, with no exception but move_exceptions. When
+    #: nothing else lies there, the C core serves lookups and opens for
+    #: reading under it itself (UM_PREFIX_MOVE; docs/internals.md)
+    move_prefixes = ()
+    move_exceptions = ()
     #: its prefixes are the mounts' own, which it follows (the cwd tracker):
     #: no part of the view is its alone
     mirrors_mounts = False

@@ -57,6 +57,12 @@ class _Pending:
         self.result = result
 
 
+#: calls that may change what the kernel checks a process's access with
+#: (UM_CLAIM_CREDS; with their variants, i386's 32-bit id calls)
+CREDS_CALLS = ("setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setfsuid", "setfsgid",
+               "setgroups", "capset", "unshare", "setns", "landlock_restrict_self")
+
+
 class Dispatcher:
     """The engine pipeline. Engines are kept per view (umview.views) in
     registration order (their epoch); a call walks the stack of its thread's
@@ -219,6 +225,14 @@ class Dispatcher:
                         continue
                     if p not in prefixes or rank[kind] > rank[prefixes[p]]:
                         prefixes[p] = kind
+        self.move_sources = self.moves(prefixes)
+        for target, source in self.move_sources.items():
+            prefixes[target] = lib.UM_PREFIX_MOVE
+        for e in self.engines:
+            for target, _ in e.move_prefixes:
+                if target in self.move_sources:
+                    for p in e.move_exceptions:
+                        prefixes.setdefault(p, lib.UM_PREFIX_REAL)
         # a variant an engine claims under the neutral name but did not name
         # itself: trapped and refused, never let through undecoded. With
         # nested views, refused in Python for the views that claim it
@@ -228,7 +242,46 @@ class Dispatcher:
             for other in self.table.variants.get(name, ()):
                 if other not in modes:
                     modes[other] = refuse
+        if self.move_sources:
+            # C serves calls as the monitor: it looks again at a process
+            # whose identity may have changed
+            for name in CREDS_CALLS:
+                for n in (name, *self.table.variants.get(name, ())):
+                    if n in self.table.index:
+                        modes[n] = modes.get(n, 0) | lib.UM_CLAIM_CREDS
         return modes, prefixes
+
+    #: the move mounts whose calls the C core may serve: target -> source
+    move_sources = {}
+
+    def moves(self, prefixes):
+        """target -> source of the move mounts (Engine.move_prefixes) the C
+        core may serve calls under (UM_PREFIX_MOVE): one view, and no engine
+        but the mount itself (and the cwd tracker, which follows it) has a
+        prefix at, under or over its target or its source. Then what the
+        engine chain makes of a path there is the mount's rewrite alone.
+        UMVIEW_SERVE=0 turns this off."""
+        if len(self.views) != 1 or os.environ.get("UMVIEW_SERVE", "1") == "0":
+            return {}
+        out = {}
+        for e in self.engines:
+            for target, source in e.move_prefixes:
+                if prefixes.get(target) != lib.UM_PREFIX_PLAIN:
+                    continue
+                if not any(self._overlaps(o, (target, source)) for o in self.engines
+                           if o is not e and not o.mirrors_mounts):
+                    out[target] = source
+        return out
+
+    @staticmethod
+    def _overlaps(e, paths):
+        """Has engine e a prefix at, under or over one of paths?"""
+        for p in (*e.prefixes, *e.kernel_prefixes, *e.layered_prefixes, *e.device_prefixes, *e.real_prefixes,
+                  *e.alias_prefixes, *(t for t, _ in e.move_prefixes)):
+            p = p.encode() if isinstance(p, str) else p
+            if any(under_any(p, (q,)) or under_any(q, (p,)) for q in paths):
+                return True
+        return False
 
     def _clean(self, e):
         """Is the tree of e's alias prefixes shown by the view at one place
@@ -381,7 +434,8 @@ class Dispatcher:
             # here) instead of a ptrace stop (45 us); Python's calls pay a
             # second stop. Claims of every call, and a plain "/" prefix, stay
             # ptrace; a layered "/" keeps most calls in C, so it notifies.
-            how = (lib.UM_TRAP_NOTIF if self.notif and not mode & ~(lib.UM_CLAIM_PATH | lib.UM_CLAIM_FD | lib.UM_CLAIM_VCWD)
+            how = (lib.UM_TRAP_NOTIF if self.notif and not mode & ~(lib.UM_CLAIM_PATH | lib.UM_CLAIM_FD | lib.UM_CLAIM_VCWD
+                                                                     | lib.UM_CLAIM_CREDS)
                    and not plain_root else lib.UM_TRAP_TRACE)
             if how == lib.UM_TRAP_NOTIF and layered and self.table.writes_by_flags(name):
                 # an open for writing under a layered mount goes to Python
@@ -399,7 +453,13 @@ class Dispatcher:
                     core.check(lib.um_filter_trap_nr(ABI_IDS[abi.name], nr, how))
         core.check(lib.um_prefix_clear())
         for p in sorted(prefixes):
-            core.check(lib.um_prefix_add_kind(p, prefixes[p]))
+            if prefixes[p] == lib.UM_PREFIX_MOVE:
+                core.check(lib.um_prefix_add_move(p, self.move_sources[p]))
+            else:
+                core.check(lib.um_prefix_add_kind(p, prefixes[p]))
+        # served in C only at a notification, and only where the kernel
+        # checks the process as it checks the monitor
+        lib.um_set_serve(lib.UM_SERVE_LOOKUP | lib.UM_SERVE_OPEN if self.move_sources and self.notif else 0)
         # a layered mount is right only if symlinks into its changed paths are
         # followed: the C core walks them (docs/internals.md)
         lib.um_set_symlink_check(int(any(e.walks_symlinks or e.layered_prefixes or e.device_prefixes for e in self.engines)))
@@ -517,7 +577,8 @@ class Stats:
     FIELDS = ("stops", "seccomp_stops", "exit_stops", "fast_continue", "python_events", "skipped",
               "rewritten", "path_reads", "refused", "signals", "group_stops", "processes",
               "notifications", "layer_walks", "injected", "inject_failed", "notif_events", "addfd",
-              "decided_once", "notif_stale", "write_failed", "own_trace", "pinned", "regions")
+              "decided_once", "notif_stale", "write_failed", "own_trace", "pinned", "regions", "served",
+              "served_fallback")
 
     TOP = 12  # calls listed by format()
 
@@ -570,6 +631,8 @@ class Stats:
                 f"    refused (ENOSYS/EACCES) by C {self.refused}",
                 f"    run with pinned paths       {self.pinned}"
                 + (f" ({self.regions} regions mapped)" if self.regions else ""),
+                f"    served by C (a move mount)  {self.served}"
+                + (f" ({self.served_fallback} looked at, left to Python)" if self.served_fallback else ""),
                 f"    answered by Python          {self.notif_events}"
                 + (f" ({self.addfd} with an fd)" if self.addfd else ""),
                 f"  events handed to Python       {self.python_events}",

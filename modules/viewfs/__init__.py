@@ -58,6 +58,9 @@ class ViewfsMount(RedirectMount):
         # a cwd or dirfd in the source, where the kernel resolves names by
         # itself: ".." from there must be walked in the view
         self.alias_prefixes = (self.source,) if self.source != b"/" else ()
+        if mode == "move":
+            self.move_prefixes = ((self.target, self.source),)
+            self.move_exceptions = self.exceptions
 
     def virtual_of(self, real):
         """The view's path of a real path under the source, or None."""

@@ -89,7 +89,11 @@ def decide(sc, path, base=None, *, flags=0, abi=lib.UM_ABI_X86_64, vcwd=0, state
     r = lib.um_decide(d)
     resolved = ffi.buffer(d.path[0], d.path_len[0])[:] if d.path_len[0] >= 0 else None
     assert d.sc == sc
+    last["move"] = d.move
     return r, resolved, d.path_kind[0]
+
+
+last = {}  # what the last decide() left in um_decide_in.move
 
 
 R, W = os.O_RDONLY, os.O_WRONLY | os.O_CREAT
@@ -225,3 +229,44 @@ def test_a_dirfd_in_a_clean_alias_lets_a_relative_path_without_dotdot_run():
     assert decide(OPENAT, b"../../f", b"/foo/clean/d", dirfd=3, flags=R)[0] == PYTHON  # out of it
     assert decide(OPENAT, b"/foo/clean/f", flags=R)[0] == PYTHON  # a view path: the plain prefix's
     assert decide(OPENAT, b"clean/f", b"/foo", dirfd=3, flags=R)[0] == PYTHON  # from outside it
+
+
+@pytest.fixture
+def move():
+    """A move mount of /srcdir on /mv (prefix index 6, after the fixture's six),
+    with /mv/keep an exception and the source's alias /mv/src below it."""
+    assert lib.um_prefix_add_move(b"/mv", b"/srcdir") == 0
+    assert lib.um_prefix_add_kind(b"/mv/keep", lib.UM_PREFIX_REAL) == 0
+    assert lib.um_prefix_add_kind(b"/mv/src", lib.UM_PREFIX_ALIAS) == 0
+    return 6
+
+
+@pytest.mark.parametrize("path, want, served", [
+    (b"/mv/x", PYTHON, True),
+    (b"/mv", PYTHON, True),
+    (b"//mv/./a//b/", PYTHON, True),
+    (b"/mv/a/../b", PYTHON, True),        # ".." that stays below the target
+    (b"/mv/src/x", PYTHON, True),         # the source's alias: a path of the view here
+    (b"/mv/keep/x", NATIVE, False),       # an exception: real
+    (b"/mv/keep/../x", PYTHON, False),    # through an exception: Python walks it
+    (b"/mv/../mv/x", PYTHON, False),      # above the target on the way
+    (b"/mvx", NATIVE, False),
+    (b"/foo/x", PYTHON, False),           # another engine's plain prefix
+])
+def test_a_path_under_a_move_prefix_may_be_served_by_c_only_where_its_walk_stays_in_the_mount(
+        move, path, want, served):
+    r, _, kind = decide(OPENAT, path, flags=R)
+    assert r == want
+    assert (last["move"] == move) == served
+    if served:
+        assert kind == lib.UM_PREFIX_MOVE
+
+
+def test_a_relative_path_under_a_move_prefix_goes_to_python_not_to_c(move):
+    assert decide(OPENAT, b"x", b"/mv/a", flags=R)[0] == PYTHON
+    assert last["move"] == -1
+
+
+def test_a_real_path_in_a_move_mounts_source_is_left_to_the_kernel(move):
+    # a relative path from a dirfd or cwd the kernel has in the source
+    assert decide(OPENAT, b"x", b"/srcdir/a", flags=R)[0] == NATIVE

@@ -61,22 +61,24 @@ static int has_dotdot(const char *p)
  * calls to Python wins: plain, then kernel, then layered. */
 static int tie_rank(int kind)
 {
-    return kind == UM_PREFIX_PLAIN ? 3 : kind == UM_PREFIX_KERNEL ? 2 : kind == UM_PREFIX_LAYERED ? 1 : 0;
+    return kind == UM_PREFIX_PLAIN || kind == UM_PREFIX_MOVE ? 3 : kind == UM_PREFIX_KERNEL ? 2 : kind == UM_PREFIX_LAYERED ? 1 : 0;
 }
 
 /* The kind of the longest prefix holding the normalized absolute path p
  * (a real subtree of a layered mount stays real, a layered one inside that
  * is layered again), -1 if none; *at (if given) gets its index. With
  * plain_first, a plain prefix holding p wins whatever its length: p is a
- * path of the view, which that engine must see. Without, p is a real path
- * (an fd's, or where a faithful cwd leads): a plain prefix that merely
- * contains it lexically (a move mount of /tmp, whose source lies in the real
- * /tmp) says nothing; the prefix of its directory (the source: an alias)
- * does. */
+ * path of the view, which that engine must see; so does a move prefix
+ * (UM_PREFIX_MOVE), unless one of its exceptions (a longer real prefix:
+ * Python gives a move that kind only when no other engine has a prefix
+ * there) holds p. Without, p is a real path (an fd's, or where a faithful
+ * cwd leads): a plain or move prefix that merely contains it lexically (a
+ * move mount of /tmp, whose source lies in the real /tmp) says nothing; the
+ * prefix of its directory (the source: an alias) does. */
 static int prefix_match(const char *p, int *at, int plain_first)
 {
-    int kind = -1, where = -1;
-    size_t best = 0;
+    int kind = -1, where = -1, move = -1;
+    size_t best = 0, real_len = 0;
     for (int i = 0; i < nprefixes; i++) {
         size_t l = prefix_len[i];
         int k = prefix_kind[i];
@@ -85,13 +87,22 @@ static int prefix_match(const char *p, int *at, int plain_first)
         if (plain_first && k == UM_PREFIX_PLAIN) {
             kind = k;
             where = i;
+            move = -1;
             break;
         }
+        if (plain_first && k == UM_PREFIX_MOVE)
+            move = i;
+        if (k == UM_PREFIX_REAL && l > real_len)
+            real_len = l;
         if (kind < 0 || l > best || (l == best && tie_rank(k) > tie_rank(kind))) {
             kind = k;
             where = i;
             best = l;
         }
+    }
+    if (move >= 0 && real_len <= prefix_len[move]) {
+        kind = UM_PREFIX_MOVE;
+        where = move;
     }
     if (at)
         *at = where;
@@ -102,6 +113,8 @@ static int prefix_kind_at(const char *p, int *at) { return prefix_match(p, at, 1
 static int prefix_kind_of(const char *p) { return prefix_match(p, NULL, 1); }
 static int prefix_kind_longest(const char *p) { return prefix_match(p, NULL, 0); }
 static int is_alias(int kind) { return kind == UM_PREFIX_ALIAS || kind == UM_PREFIX_ALIAS_CLEAN; }
+/* a prefix whose calls go to Python (a move's, unless C serves them) */
+static int is_plain(int kind) { return kind == UM_PREFIX_PLAIN || kind == UM_PREFIX_MOVE; }
 
 /* Is the (absolute) base directory of a relative path at or under prefix i? */
 static int base_under(const char *base, int i)
@@ -150,7 +163,7 @@ static int symlink_on_path(const char *raw)
 static int visit_needs_python(const char *p, size_t n, uint64_t hash, int final, int writes)
 {
     int k = prefix_kind_of(p);
-    if (k == UM_PREFIX_PLAIN || k == UM_PREFIX_KERNEL)
+    if (is_plain(k) || k == UM_PREFIX_KERNEL)
         return 1;
     if (k == UM_PREFIX_DEVICES)
         return writes; /* reached through a symlink: Python looks */
@@ -368,6 +381,89 @@ static int proc_magic(const char *p)
     if (comp_is(s, l, "root") || comp_is(s, l, "cwd") || comp_is(s, l, "exe"))
         return 1;
     return comp_is(s, l, "fd") && (s = next_comp(&c, &l)) != NULL && !comp_is(s, l, "..");
+}
+
+/* ------------------------------------------------------------------ */
+/* move mounts: the real path of a view's path, literally              */
+/* ------------------------------------------------------------------ */
+
+/* Is the absolute path raw (as the process gave it) one whose real path
+ * under move prefix i the kernel walks as the view does, symlinks aside:
+ * every directory the walk passes through (a ".." included) lies under the
+ * same move prefix, none in one of its exceptions, and no ".." climbs above
+ * the move's target? (Symlinks: the call is served with RESOLVE_NO_SYMLINKS,
+ * emulate.c.) */
+static int move_literal(const char *raw, int i)
+{
+    if (!has_dotdot(raw))
+        return 1; /* every directory on the way holds the final path */
+    static char cur[UM_PATH_BUF];
+    size_t clen = 0, tlen = prefix_len[i] == 1 ? 0 : prefix_len[i];
+    const char *c = raw, *s;
+    size_t l;
+    cur[0] = 0;
+    while ((s = next_comp(&c, &l)) != NULL) {
+        if (comp_is(s, l, "..")) {
+            if (clen <= tlen)
+                return 0; /* above the target: another tree */
+            while (clen > 0 && cur[--clen] != '/')
+                ;
+            cur[clen] = 0;
+        } else {
+            if (clen + 1 + l >= sizeof cur)
+                return 0;
+            cur[clen++] = '/';
+            memcpy(cur + clen, s, l);
+            clen += l;
+            cur[clen] = 0;
+        }
+        int at = -1;
+        if (clen > 0 && (prefix_match(cur, &at, 1) != UM_PREFIX_MOVE || at != i))
+            return 0;
+    }
+    return 1;
+}
+
+int move_holds(int i, const char *real)
+{
+    static char view[UM_PATH_BUF];
+    size_t n = prefix_src_len[i], tl = prefix_len[i] == 1 ? 0 : prefix_len[i];
+    if (n && (strncmp(real, prefix_src[i], n) != 0 || (real[n] != 0 && real[n] != '/')))
+        return 0;
+    size_t rest = strlen(real + n);
+    if (tl + rest + 2 > sizeof view)
+        return 0;
+    memcpy(view, prefixes[i], tl);
+    memcpy(view + tl, real + n, rest + 1);
+    if (tl + rest == 0)
+        strcpy(view, "/");
+    int at = -1;
+    return prefix_match(view, &at, 1) == UM_PREFIX_MOVE && at == i;
+}
+
+int move_realize(const char *raw, int i, char *out, size_t size)
+{
+    if (i < 0 || i >= nprefixes || prefix_kind[i] != UM_PREFIX_MOVE)
+        return -EINVAL;
+    /* consume the target's components from raw ("." and "//" skipped) */
+    const char *c = raw, *t = prefixes[i], *s, *ts;
+    size_t l, tl;
+    while ((ts = next_comp(&t, &tl)) != NULL) {
+        s = next_comp(&c, &l);
+        if (!s || l != tl || strncmp(s, ts, l) != 0)
+            return -EINVAL;
+    }
+    size_t n = prefix_src_len[i], rest = strlen(c);
+    if (n + rest + 2 > size)
+        return -ENAMETOOLONG;
+    memcpy(out, prefix_src[i], n);
+    memcpy(out + n, c, rest + 1);
+    if (n + rest == 0) {
+        out[0] = '/';
+        out[1] = 0;
+        return 1;
+    }
+    return (int)(n + rest);
 }
 
 /* ------------------------------------------------------------------ */
@@ -622,6 +718,7 @@ int um_decide(struct um_decide_in *in)
         in->path_len[s] = -1;
         in->path_kind[s] = -1;
     }
+    in->move = -1;
     in->sc = abi < 0 || abi >= UM_NABI ? -1 : lookup_sc(abi, (long)in->nr);
     int sc = in->sc, c = claim_of(abi, in->nr, sc);
     if (c & UM_CLAIM_REFUSE)
@@ -633,7 +730,7 @@ int um_decide(struct um_decide_in *in)
     int python = (c & UM_CLAIM_ALL) != 0;
     /* an fd's path is a real one: the longest prefix tells (the file of a
      * move mount's source, in a directory a plain prefix contains, is real) */
-    if ((c & UM_CLAIM_FD) && in->fd0[0] == '/' && prefix_kind_longest(in->fd0) == UM_PREFIX_PLAIN)
+    if ((c & UM_CLAIM_FD) && in->fd0[0] == '/' && is_plain(prefix_kind_longest(in->fd0)))
         python = 1;
     if ((c & UM_CLAIM_VCWD) && (in->vcwd & UM_VCWD))
         python = 1;
@@ -672,7 +769,7 @@ int um_decide(struct um_decide_in *in)
                 int k = prefix_kind_longest(st->base);
                 if (writes < 0 && k == UM_PREFIX_LAYERED)
                     writes = call_writes(in, sc);
-                python = k == UM_PREFIX_PLAIN || (k == UM_PREFIX_LAYERED && writes);
+                python = is_plain(k) || (k == UM_PREFIX_LAYERED && writes);
             }
             continue;
         }
@@ -686,7 +783,7 @@ int um_decide(struct um_decide_in *in)
             continue;
         }
         int k = in->path_kind[s];
-        if (k == UM_PREFIX_PLAIN && st->state == UM_SLOT_PATH && st->str[0] != '/' && !climbs) {
+        if (is_plain(k) && st->state == UM_SLOT_PATH && st->str[0] != '/' && !climbs) {
             /* below a faithful cwd (the view checked that the kernel's cwd
              * shows what the virtual one does, with no mount below), or
              * below a dirfd in a clean alias: what the kernel reaches is
@@ -697,7 +794,12 @@ int um_decide(struct um_decide_in *in)
                                        prefix_kind_longest(st->base) == UM_PREFIX_ALIAS_CLEAN)
                 k = longest;
         }
-        if (k == UM_PREFIX_PLAIN || (check_symlinks && nprefixes > 0 && (proc_magic(in->path[s]) || proc_magic(raw)))) {
+        if (k == UM_PREFIX_MOVE && s == 0 && st->state == UM_SLOT_PATH && st->str[0] == '/' &&
+            move_literal(st->str, at)) {
+            in->move = at; /* C may serve it (emulate.c); Python if not */
+            continue;
+        }
+        if (is_plain(k) || (check_symlinks && nprefixes > 0 && (proc_magic(in->path[s]) || proc_magic(raw)))) {
             python = 1;
             continue;
         }
@@ -747,6 +849,10 @@ int um_decide(struct um_decide_in *in)
             python = walk_needs_python(raw, writes);
         }
     }
+    if (python)
+        in->move = -1;
+    else if (in->move >= 0)
+        python = 1; /* C serves it, or Python does */
     return python;
 }
 
@@ -760,12 +866,20 @@ int decide_call(pid_t tid, struct um_decide_in *in, int *read)
     if (read)
         *read = r;
     int d = um_decide(in);
+    if (in->sc >= 0 && (claim[in->abi][in->sc] & UM_CLAIM_CREDS))
+        creds_changed(tid, (long)(in->nr & ~(uint64_t)X32_BIT) == SYS_landlock_restrict_self_);
     if (in->sc >= 0 && in->sc < MAX_SC) {
         sc_trapped[in->sc]++;
         if (d == UM_DECIDE_PYTHON)
             sc_python[in->sc]++;
     }
     return d;
+}
+
+void decided_served(int sc)
+{
+    if (sc >= 0 && sc < MAX_SC && sc_python[sc])
+        sc_python[sc]--; /* C served it after all (emulate.c) */
 }
 
 int um_sc_stats(uint64_t *trapped, uint64_t *python, int n)

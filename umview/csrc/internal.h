@@ -155,6 +155,9 @@ struct um_thread {
     unsigned pinned : 1;      /* its call runs pinned: pin_args go back at the exit stop */
     int pin_abi;
     uint64_t pin_args[6];
+    uint64_t creds_gen;       /* emulate.c: the identity generation creds_same was read at (0: never) */
+    unsigned creds_same : 1;  /* ... its identity is the monitor's: C may serve its calls */
+    unsigned landlocked : 1;  /* it (or an ancestor) called landlock_restrict_self: C opens nothing for it */
 };
 
 /* A call a notification sent to Python, redirected to a ptrace stop: its
@@ -191,6 +194,14 @@ struct bpf_buf {
 
 /* decide.c */
 int decide_call(pid_t tid, struct um_decide_in *in, int *read);
+/* The real path of raw (absolute, as the process gave it: its ".." and a
+ * trailing "/" kept) under move prefix i: the source, then what follows the
+ * target. Its length, or -errno. */
+int move_realize(const char *raw, int i, char *out, size_t size);
+void decided_served(int sc); /* a call decided for Python was served by C */
+/* Is real, a path the kernel resolved in move prefix i's source, one the
+ * view shows under that prefix (in none of its exceptions)? */
+int move_holds(int i, const char *real);
 /* The -errno a refusing decision gives the call (UM_DECIDE_REFUSE: ENOSYS,
  * UM_DECIDE_UNREADABLE: EACCES, said once on stderr), 0 if d does not refuse. */
 int refusal(pid_t tid, int d);
@@ -261,6 +272,13 @@ int needs_pin(pid_t tid, const struct um_decide_in *in);
 int pin_call(pid_t tid, struct um_decide_in *in);
 void pin_restore(pid_t tid, int execed);
 
+/* emulate.c */
+/* A call under a move prefix (in->move >= 0) at its notification req: C
+ * serves it and answers; 1 if so (or the caller is gone), 0 if Python must. */
+int serve_move(pid_t tid, const struct seccomp_notif *req, const struct um_decide_in *in);
+/* tid made a call that may change its identity (landlock: landlock_restrict_self) */
+void creds_changed(pid_t tid, int landlock);
+
 /* inner.c */
 void apply_options(pid_t tid);
 
@@ -273,6 +291,7 @@ pid_t wait_notif(int *status);
 
 /* spawn.c */
 extern int setup_fd, go_fd, listener_fd, sigchld_fd;
+extern int landlock_enforced; /* the first process runs under a Landlock domain (um_set_landlock) */
 extern sigset_t saved_mask;
 void take_listener(void);
 
@@ -284,11 +303,13 @@ void event_raw(struct um_event *ev, const char (*raw)[UM_PATH_BUF], const int *r
 
 /* tables.c */
 extern struct path_arg path_args[UM_NABI][MAX_SC][PATH_SLOTS];
-extern unsigned char claim[UM_NABI][MAX_SC];
+extern uint16_t claim[UM_NABI][MAX_SC];
 extern int nsc;
 extern char *prefixes[256];
 extern size_t prefix_len[256];
 extern unsigned char prefix_kind[256];
+extern char *prefix_src[256];
+extern size_t prefix_src_len[256];
 extern int nprefixes;
 extern unsigned char write_kind[MAX_SC];
 extern signed char write_arg[MAX_SC];

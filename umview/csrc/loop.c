@@ -609,6 +609,7 @@ int um_next(struct um_event *ev)
                     c->vcwd = parent->vcwd;
                     c->faithful = parent->faithful;
                     c->vroot = parent->vroot;
+                    c->landlocked = parent->landlocked;
                     c->need_filter |= parent->need_filter;
                     mm_child(child, tid, mm_event_shares(tid));
                     own_filters_inherit(c, parent);
@@ -644,6 +645,7 @@ int um_next(struct um_event *ev)
                     thr(tid)->mm = thr(tid)->slot = 0; /* its records left the old memory */
                 mm_new(tid);
                 thr(tid)->pinned = 0;
+                thr(tid)->creds_gen = 0; /* a set-user-ID program, file capabilities */
                 if (nheld)
                     release_orphans(tid); /* its other threads, a fork's creator among them, are gone */
                 if (thr(tid)->exit_wanted)

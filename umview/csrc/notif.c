@@ -76,6 +76,8 @@ void serve_notification(int may_hand)
             }
             stats.fast_continue++;
         } else if (d == UM_DECIDE_PYTHON && dec.sc >= 0) {
+            if (dec.move >= 0 && serve_move(tid, &req, &dec))
+                return; /* under a move mount: served by C (emulate.c) */
             if (may_hand && (claim[abi][dec.sc] & UM_CLAIM_NOTIFY)) {
                 held_notif = req;
                 notif_state = 1;

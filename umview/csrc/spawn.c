@@ -51,7 +51,12 @@ static int spawn_err_fd = -1;
  * (um_set_landlock), or -1 */
 static int landlock_fd = -1;
 
-void um_set_landlock(int fd) { landlock_fd = fd; }
+int landlock_enforced;
+void um_set_landlock(int fd)
+{
+    landlock_fd = fd;
+    landlock_enforced |= fd >= 0;
+}
 
 /* In the child: enforce the ruleset. Without CAP_SYS_ADMIN the kernel wants
  * no_new_privs first (as for the filter); with it (root), setuid programs

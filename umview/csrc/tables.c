@@ -5,13 +5,15 @@
 
 static short nr_to_sc[UM_NABI][MAX_NR];
 struct path_arg path_args[UM_NABI][MAX_SC][PATH_SLOTS];
-unsigned char claim[UM_NABI][MAX_SC];
+uint16_t claim[UM_NABI][MAX_SC];
 int nsc;
 static int control_sc = -1; /* the neutral index of UM_NR_CONTROL (core.h) */
 
 char *prefixes[256];
 size_t prefix_len[256];
 unsigned char prefix_kind[256]; /* UM_PREFIX_* */
+char *prefix_src[256];           /* UM_PREFIX_MOVE: the source, else NULL */
+size_t prefix_src_len[256];
 int nprefixes;
 
 /* per neutral call: does it modify the file system (UM_WRITE_*), and which
@@ -115,15 +117,18 @@ int um_set_claim(int abi, int sc, int mode)
 {
     if (abi < 0 || abi >= UM_NABI || sc < 0 || sc >= nsc)
         return -EINVAL;
-    claim[abi][sc] = (unsigned char)mode;
+    claim[abi][sc] = (uint16_t)mode;
     return 0;
 }
 
 
 int um_prefix_clear(void)
 {
-    for (int i = 0; i < nprefixes; i++)
+    for (int i = 0; i < nprefixes; i++) {
         free(prefixes[i]);
+        free(prefix_src[i]);
+        prefix_src[i] = NULL;
+    }
     nprefixes = 0;
     return 0;
 }
@@ -142,6 +147,27 @@ int um_prefix_add_kind(const char *p, int kind)
         return -ENOMEM;
     prefix_kind[nprefixes] = (unsigned char)kind;
     prefix_len[nprefixes++] = l;
+    return 0;
+}
+
+int um_prefix_add_move(const char *target, const char *source)
+{
+    size_t l = strlen(source);
+    if (l == 0 || source[0] != '/' || l >= UM_PATH_BUF)
+        return -EINVAL;
+    while (l > 1 && source[l - 1] == '/')
+        l--;
+    char *src = strndup(source, l);
+    if (!src)
+        return -ENOMEM;
+    int e = um_prefix_add_kind(target, UM_PREFIX_PLAIN);
+    if (e) {
+        free(src);
+        return e;
+    }
+    prefix_kind[nprefixes - 1] = UM_PREFIX_MOVE;
+    prefix_src[nprefixes - 1] = src;
+    prefix_src_len[nprefixes - 1] = l == 1 ? 0 : l; /* "/": nothing before the rest */
     return 0;
 }
 
