@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 22
+#define UM_CORE_VERSION 23
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -365,6 +365,10 @@ int um_set_vcwd(int tid, int on);
  * could not be run (-ESRCH: the thread died; -EINVAL: no such pending call).
  * See docs/internals.md, "Injecting a call". */
 int um_inject(int tid, int abi, long nr, const uint64_t *args, int64_t *result);
+/* At the exit stop of an exec that succeeded: set the thread's command
+ * name (prctl PR_SET_NAME, at most 15 bytes), as the program would. 0 or
+ * -errno (-ENOSYS: an i386 process, or no vDSO). */
+int um_set_comm(int tid, const char *name);
 /* Copy a path (len bytes, NUL added) that a call at tid's stop (the one
  * Python holds) is made to read into page `page` (0-3) of tid's slot of its
  * pinned-path region, read-only for the process (pin.c; the region is mapped

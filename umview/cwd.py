@@ -39,10 +39,12 @@ parent's registers at the fork event). Not handled: unshare(CLONE_FS), which
 leaves them joined.
 """
 import errno
+import logging
 import os
 import re
 
 from umview import core, fdpass
+from umview.core import lib
 from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip, _normalize, under_any
 from umview.pathwalk import plain_path, walk
 from umview.service import RedirectMount, ViewLookup, realize
@@ -312,6 +314,11 @@ class CwdTracker(Engine):
             refused = self._in_root(call)
             if refused is not None:
                 return refused
+        if call.name in EXECS and (self.mounts or root):
+            try:  # the path as the process gave it: it names the process (comm)
+                call.state(self).named = call.read_string(EXECS[call.name][0])
+            except OSError:
+                pass
         if vcwd is not None:
             self._absolutize(call, vcwd, root)
         if (self.mounts or root) and call.path_indices:
@@ -321,7 +328,10 @@ class CwdTracker(Engine):
         if call.name == "fchdir":
             return CONTINUE_AFTER
         if call.name in EXECS and (self.mounts or root):
-            return self._interpreter(call, root or b"/") or CONTINUE
+            # the loader run for the program: its exit names the process
+            # after the program (the kernel named it after the loader)
+            return self._interpreter(call, root or b"/") or (
+                CONTINUE_AFTER if getattr(call.state(self), "comm", None) else CONTINUE)
         if call.name in OPENS and not any(p is not None and under_any(p, self.targets)
                                           for p in call.paths()):
             return CONTINUE  # not through a mount: nothing to remember about the fd
@@ -338,6 +348,14 @@ class CwdTracker(Engine):
         if call.retval is None or call.retval < 0:
             return
         g = self._tgid(call.tid)
+        if call.name in EXECS:
+            comm = getattr(call.state(self), "comm", None)
+            if comm is not None:
+                err = lib.um_set_comm(call.tid, comm[:15])
+                if err < 0 and err != -errno.ENOSYS:
+                    logging.getLogger("umview").debug("the name of process %d stays its loader's: %s", call.tid,
+                                                      os.strerror(-err))
+            return
         if call.name == "chdir":
             virtual = call.state(self).virtual
             self._set_vcwd(call.tid, virtual if g in self.vroot or self._redirected(call) else None)
@@ -457,6 +475,9 @@ class CwdTracker(Engine):
         argv = self._argv(call, aidx)
         if argv is None:
             return None  # too many to rebuild here: leave it to the kernel
+        named = getattr(call.state(self), "named", None)
+        if named is None:
+            named = call.read_string(pidx)
         full = list(head) + argv[skip:]
         exe = None
         real = self.realize(program)
@@ -473,6 +494,9 @@ class CwdTracker(Engine):
             inside = self._inside(root, program)
             full = [interp] + name + [inside] + full[1:]
             exe, program = inside, loader
+            # the name the kernel gives it: the last component of the path
+            # the process gave (the script's, for a #! script)
+            call.state(self).comm = os.path.basename(named) or str(call.args[0] & 0xFFFFFFFF).encode()
         word = 8 if call.abi == "x86_64" else 4
         ptrs = []
         for s in full:

@@ -88,6 +88,20 @@ def test_a_program_whose_loader_only_the_root_tree_has_runs_with_the_trees_loade
 
 
 @pytest.mark.parametrize("user", ["root", "nobody"])
+def test_a_program_of_the_root_tree_is_named_after_itself_not_its_loader(tree, user):
+    # the kernel names a process after the last component of the path given
+    # to exec (ps, pgrep and killall read it): natively "cat", "sh", and a
+    # script's own name, not its interpreter's
+    need_user(user)
+    with open(os.path.join(tree, "bin", "named.sh"), "w") as f:
+        f.write("#!/bin/sh\ncat /proc/$$/comm\n")
+    os.chmod(os.path.join(tree, "bin", "named.sh"), 0o755)
+    r = view(user, tree, "sh", "-c", "cat /proc/self/comm; cat /proc/$$/comm; named.sh; cd /bin && ./named.sh")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().splitlines() == ["cat", "sh", "named.sh", "named.sh"]
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
 def test_the_root_tree_is_slash_and_the_host_paths_stay_the_hosts(tree, user):
     need_user(user)
     r = view(user, tree, "sh", "-c", "cat /etc/os-release; ls /; pwd; cd /bin && pwd && ls hello; "

@@ -117,6 +117,44 @@ long run_call(pid_t tid, const struct user_regs_struct *base, uint64_t at, long 
 }
 
 
+/* The command name (comm) of a thread at the exit stop of an exec that
+ * succeeded: set with prctl(PR_SET_NAME) run from its vDSO, as the program
+ * would, the registers then put back. For an exec the view turned into its
+ * loader's, whose name the kernel took (docs/internals.md, exec). x86_64
+ * (and x32) processes only: -ENOSYS for an i386 one, or with no vDSO. */
+int um_set_comm(int tid, const char *name)
+{
+    if (tid <= 0 || tid != cur_tid || cur_sci.op != SI_EXIT)
+        return -EINVAL;
+    struct user_regs_struct saved;
+    int e = get_regs(tid, &saved);
+    if (e)
+        return e;
+    if (saved.cs == 0x23)
+        return -ENOSYS;
+    uint64_t at = vdso_syscall(tid);
+    if (!at)
+        return -ENOSYS;
+    char buf[16] = {0};
+    strncpy(buf, name, sizeof buf - 1);
+    /* below the red zone of the fresh stack: nothing lives there yet */
+    uint64_t addr = (saved.rsp - 128 - 64) & ~(uint64_t)15;
+    if (um_write_mem(tid, addr, buf, sizeof buf) != (int)sizeof buf)
+        return -EFAULT;
+    uint64_t mask, all = ~0ULL, sigs = 0;
+    if (ptrace(PTRACE_GETSIGMASK, tid, sizeof mask, &mask) || ptrace(PTRACE_SETSIGMASK, tid, sizeof all, &all))
+        return -errno;
+    thr(tid)->injecting = 1;
+    long r = run_call(tid, &saved, at, 157 /* prctl */, 15 /* PR_SET_NAME */, addr, 0, &sigs);
+    thr(tid)->injecting = 0;
+    if (r == -ESRCH)
+        return (int)r; /* gone: its status is deferred */
+    if (ptrace(PTRACE_SETREGS, tid, 0, &saved) || ptrace(PTRACE_SETSIGMASK, tid, sizeof mask, &mask))
+        return -errno;
+    resend_signals(tid, sigs);
+    return r < 0 ? (int)r : 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* injection: one system call run by a stopped tracee for the monitor  */
 /* ------------------------------------------------------------------ */
