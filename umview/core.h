@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 23
+#define UM_CORE_VERSION 24
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -221,6 +221,11 @@ int um_prefix_add_move(const char *target, const char *source);
 #define UM_SERVE_LOOKUP 1
 #define UM_SERVE_OPEN 2
 void um_set_serve(int flags);
+/* How many threads serve notifications beside the main thread (servers.c),
+ * started when the listener is: 0 (the default) for none; n > 0 threads
+ * kept one on each CPU the monitor may use (the first n of them); -n: n
+ * threads on any CPU */
+void um_set_servers(int n);
 int um_prefix_kind(const char *path); /* the kind a path falls under, -1 for none */
 
 /* the layer set: absolute virtual paths under layered prefixes */

@@ -8,7 +8,7 @@ import errno
 import functools
 import os
 
-_EXPECTED_VERSION = 23
+_EXPECTED_VERSION = 24
 
 try:
     from umview._umcore import ffi, lib

@@ -555,6 +555,21 @@ def _run_engine(engine, hook, call):
     return CONTINUE if result is None and hook == "enter" else result
 
 
+def _servers():
+    """How many threads serve notifications beside the main one (the C
+    core's servers.c): UMVIEW_SERVERS=N, none by default. They pay on a
+    parallel build and cost a sequential workload (docs/internals.md,
+    "Serving threads")."""
+    value = os.environ.get("UMVIEW_SERVERS")
+    if value is None:
+        return 0
+    try:
+        return int(value)
+    except ValueError:
+        _log().warning("UMVIEW_SERVERS=%s is not a number: no serving threads", value)
+        return 0
+
+
 def _set_claim(sc, mode):
     """The claim bits of neutral call sc on every ABI the kernel runs; on one
     it lacks (x32, on most kernels) a claimed call is refused with ENOSYS by
@@ -833,6 +848,7 @@ class Monitor:
             self._trapped = set(self.dispatcher.load_into_core())
         lib.um_set_spin(self.spin)
         lib.um_set_landlock(-1 if self.landlock is None else self.landlock.fd)
+        lib.um_set_servers(_servers() if notif else 0)
         self._update_hooks()
         keep = [ffi.new("char[]", os.fsencode(a)) for a in argv]
         cargv = ffi.new("char *[]", keep + [ffi.NULL])

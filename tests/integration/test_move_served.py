@@ -20,6 +20,9 @@ import pytest
 from conftest import SYSTEM_PY, as_user, need_user, run, umview_for
 
 LOOKUPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs", "lookups.py")
+# C serves calls at notifications only: with UMVIEW_NOTIF=0 (or
+# UMVIEW_SERVE=0) the same answers come from Python, and the counters say so
+SERVING = os.environ.get("UMVIEW_NOTIF", "1") != "0" and os.environ.get("UMVIEW_SERVE", "1") != "0"
 
 
 @pytest.fixture
@@ -83,11 +86,26 @@ def test_lookups_and_opens_under_a_move_mount_answer_as_the_kernel_does_on_the_s
     native, _ = lookups(user, src)
     viewed, stats = lookups(user, target, view=tree)
     assert viewed.splitlines() == native.splitlines()
-    assert stats["served"] > 100, stats  # C answered them, not only Python
-    assert stats["served_fallback"] > 0, stats  # the symlinks and the FIFO: Python's
+    if SERVING:
+        assert stats["served"] > 100, stats  # C answered them, not only Python
+        assert stats["served_fallback"] > 0, stats  # the symlinks and the FIFO: Python's
     python_only, stats = lookups(user, target, view=tree, env={"UMVIEW_SERVE": "0"})
     assert python_only.splitlines() == native.splitlines()
     assert stats["served"] == 0
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_serving_threads_answer_as_the_main_thread_does(tree, user):
+    # UMVIEW_SERVERS=2: threads beside the main one serve the notifications,
+    # hand what needs ptrace or Python to the main thread (docs/internals.md)
+    need_user(user)
+    src, target = tree
+    native, _ = lookups(user, src)
+    viewed, stats = lookups(user, target, view=tree, env={"UMVIEW_SERVERS": "2"})
+    assert viewed.splitlines() == native.splitlines()
+    if SERVING:
+        assert stats["served"] > 100 and stats["served_fallback"] > 0, stats
+        assert stats["python_events"] > 0, stats  # the handed-over calls reached Python
 
 
 def test_a_process_that_becomes_another_user_is_checked_as_that_user(tree):
@@ -98,7 +116,7 @@ def test_a_process_that_becomes_another_user_is_checked_as_that_user(tree):
     assert "stat private/f EACCES" in native and "stat private/f EACCES" not in as_root
     viewed, stats = lookups("root", target, "setuid", view=tree)
     assert viewed.splitlines() == native.splitlines()
-    assert stats["served"] == 0 and stats["served_fallback"] > 0, stats
+    assert stats["served"] == 0 and (stats["served_fallback"] > 0 or not SERVING), stats
 
 
 @pytest.mark.parametrize("user", ["root", "nobody"])
@@ -111,7 +129,7 @@ def test_a_process_under_landlock_gets_its_rules_on_opens(tree, user):
     assert "open f EACCES" in native
     viewed, stats = lookups(user, target, "landlock", view=tree)
     assert viewed.splitlines() == native.splitlines()
-    assert stats["served"] > 0, stats  # lookups still served: Landlock does not restrict them
+    assert stats["served"] > 0 or not SERVING, stats  # lookups still served: Landlock does not restrict them
 
 
 def test_coreutils_stat_through_statx_matches_the_source(tree):
@@ -176,7 +194,7 @@ def test_symlinks_of_a_root_tree_are_followed_inside_it_as_chroot_follows_them()
         # links walked by the kernel inside the tree (RESOLVE_IN_ROOT), not by
         # Python; only the walks that fail through a link (dangling, loop,
         # abs/) are Python's: 8 lookups
-        assert stats["served"] > 50 and stats["served_fallback"] <= 10, stats
+        assert not SERVING or (stats["served"] > 50 and stats["served_fallback"] <= 10), stats
     finally:
         shutil.rmtree(top, ignore_errors=True)
 

@@ -193,9 +193,9 @@ static int proc_mem(const char *p);
 
 static int walk_needs_python(const char *raw, int writes)
 {
-    static char rest[2 * PATH_MAX + 2]; /* still to walk */
+    static __thread char rest[2 * PATH_MAX + 2]; /* still to walk */
     /* the resolved path's ancestors, at each depth: its length, its hash */
-    static struct { size_t len; uint64_t h; } up[PATH_MAX / 2 + 2];
+    static __thread struct { size_t len; uint64_t h; } up[PATH_MAX / 2 + 2];
     char cur[PATH_MAX + 1]; /* resolved so far, normalized, no trailing '/' */
     char link[PATH_MAX + 1];
     size_t n = strlen(raw), clen = 1;
@@ -397,7 +397,7 @@ static int move_literal(const char *raw, int i)
 {
     if (!has_dotdot(raw))
         return 1; /* every directory on the way holds the final path */
-    static char cur[UM_PATH_BUF];
+    static __thread char cur[UM_PATH_BUF];
     size_t clen = 0, tlen = prefix_len[i] == 1 ? 0 : prefix_len[i];
     const char *c = raw, *s;
     size_t l;
@@ -426,7 +426,7 @@ static int move_literal(const char *raw, int i)
 
 int move_holds(int i, const char *real)
 {
-    static char view[UM_PATH_BUF];
+    static __thread char view[UM_PATH_BUF];
     size_t n = prefix_src_len[i], tl = prefix_len[i] == 1 ? 0 : prefix_len[i];
     if (n && (strncmp(real, prefix_src[i], n) != 0 || (real[n] != 0 && real[n] != '/')))
         return 0;
@@ -745,7 +745,7 @@ int um_decide(struct um_decide_in *in)
         python = 1;
     if (!(c & UM_CLAIM_PATH))
         return python;
-    static char raw[UM_PATH_BUF];
+    static __thread char raw[UM_PATH_BUF];
     int writes = -1; /* looked up once, when a path needs it */
     for (int s = 0; s < PATH_SLOTS; s++) {
         const struct um_decide_slot *st = &in->slot[s];
@@ -858,7 +858,9 @@ int um_decide(struct um_decide_in *in)
 
 /* Gather and decide: UM_DECIDE_*, with in->sc and the resolved paths set.
  * *read (if given): whether tracee memory or /proc was read. */
-static uint64_t sc_trapped[MAX_SC], sc_python[MAX_SC]; /* by call: decided, handed to Python */
+static __thread uint64_t sc_trapped[MAX_SC], sc_python[MAX_SC]; /* by call: decided, handed to Python */
+
+uint64_t *sc_counts(int python) { return python ? sc_python : sc_trapped; }
 
 int decide_call(pid_t tid, struct um_decide_in *in, int *read)
 {
@@ -882,6 +884,15 @@ void decided_served(int sc)
         sc_python[sc]--; /* C served it after all (emulate.c) */
 }
 
+void decided_again(int sc, int d)
+{
+    if (sc >= 0 && sc < MAX_SC && sc_trapped[sc]) {
+        sc_trapped[sc]--; /* handed to the main thread, which decides it again */
+        if (d == UM_DECIDE_PYTHON && sc_python[sc])
+            sc_python[sc]--;
+    }
+}
+
 int um_sc_stats(uint64_t *trapped, uint64_t *python, int n)
 {
     if (n < 0)
@@ -890,6 +901,7 @@ int um_sc_stats(uint64_t *trapped, uint64_t *python, int n)
         n = MAX_SC;
     memcpy(trapped, sc_trapped, (size_t)n * sizeof *trapped);
     memcpy(python, sc_python, (size_t)n * sizeof *python);
+    servers_stats(NULL, trapped, python, n);
     return n;
 }
 

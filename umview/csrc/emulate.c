@@ -60,7 +60,7 @@ static uint64_t creds_gen = 1; /* bumped by every call that may change an identi
 
 void creds_changed(pid_t tid, int landlock)
 {
-    creds_gen++;
+    __atomic_fetch_add(&creds_gen, 1, __ATOMIC_SEQ_CST);
     if (landlock)
         thr(tid)->landlocked = 1;
 }
@@ -114,10 +114,11 @@ static int identity(const char *who, char *out, size_t size)
  * identity may have changed)? */
 static int same_identity(pid_t tid)
 {
-    static char own[2048];
-    static int own_len = -1;
+    static __thread char own[2048];
+    static __thread int own_len = -1;
     struct um_thread *t = thr(tid);
-    if (t->creds_gen == creds_gen)
+    uint64_t gen = __atomic_load_n(&creds_gen, __ATOMIC_SEQ_CST);
+    if (t->creds_gen == gen)
         return t->creds_same;
     if (own_len < 0 && (own_len = identity("self", own, sizeof own)) < 0)
         return 0;
@@ -129,7 +130,7 @@ static int same_identity(pid_t tid)
     ssize_t r = readlink(p, root, sizeof root);
     if (n < 0)
         return 0; /* gone, or unreadable: not cached */
-    t->creds_gen = creds_gen;
+    t->creds_gen = gen;
     t->creds_same = n == own_len && !memcmp(theirs, own, (size_t)n) && r == 1 && root[0] == '/';
     return t->creds_same;
 }
@@ -335,7 +336,7 @@ static int serve(pid_t tid, const struct seccomp_notif *req, const struct um_dec
         stats.served_fallback++;
         return 0;
     }
-    static char real[UM_PATH_BUF];
+    static __thread char real[UM_PATH_BUF];
     if (move_realize(in->slot[0].str, in->move, real, sizeof real) < 0 || strlen(real) >= PATH_MAX) {
         stats.served_fallback++;
         return 0; /* Python says ENAMETOOLONG */

@@ -43,8 +43,9 @@ static pid_t wait_tid(pid_t tid, int *status)
                 continue;
             return p;
         }
-        struct pollfd fds[2] = {{.fd = sigchld_fd, .events = POLLIN}, {.fd = listener_fd, .events = POLLIN}};
-        if (poll(fds, listener_fd >= 0 ? 2 : 1, -1) < 0 && errno != EINTR)
+        int other = servers_running ? handover_fd : listener_fd;
+        struct pollfd fds[2] = {{.fd = sigchld_fd, .events = POLLIN}, {.fd = other, .events = POLLIN}};
+        if (poll(fds, other >= 0 ? 2 : 1, -1) < 0 && errno != EINTR)
             return -1;
         if (fds[0].revents) {
             /* um_next's wait looks with WNOHANG before it sleeps: nothing lost */
@@ -52,8 +53,13 @@ static pid_t wait_tid(pid_t tid, int *status)
             while (read(sigchld_fd, si, sizeof si) > 0)
                 ;
         }
-        if (listener_fd >= 0 && (fds[1].revents & POLLIN))
-            serve_notification(0); /* Python is busy: a call for it is redirected */
+        if (other >= 0 && (fds[1].revents & POLLIN)) {
+            /* Python is busy: a call for it is redirected */
+            if (servers_running)
+                serve_handed(0);
+            else
+                serve_notification(0);
+        }
     }
 }
 

@@ -130,7 +130,7 @@ struct um_thread {
                                * does, so a relative path without ".." needs no Python */
     unsigned redirected : 1;  /* a notification needs Python: interrupted, its restart awaited */
     unsigned await_entry : 1; /* resumed with PTRACE_SYSCALL for the restarted call's entry stop */
-    unsigned pass_notif : 1;  /* decided at a stop: let its coming notification through (pass_set) */
+    /* (pass_notif, below: a serving thread clears it) */
     unsigned need_filter : 1; /* its process lacks the filter of the current traps: stack one
                                * on it at its next interrupt stop (um_filter_inject) */
     unsigned injected : 1;    /* um_inject ran: the pending call waits at its syscall-entry stop */
@@ -155,9 +155,12 @@ struct um_thread {
     unsigned pinned : 1;      /* its call runs pinned: pin_args go back at the exit stop */
     int pin_abi;
     uint64_t pin_args[6];
-    uint64_t creds_gen;       /* emulate.c: the identity generation creds_same was read at (0: never) */
-    unsigned creds_same : 1;  /* ... its identity is the monitor's: C may serve its calls */
-    unsigned landlocked : 1;  /* it (or an ancestor) called landlock_restrict_self: C opens nothing for it */
+    /* written by serving threads (servers.c): fields of their own, not bits
+     * of a word the main thread writes too */
+    unsigned char pass_notif; /* decided at a stop: let its coming notification through (pass_set) */
+    unsigned char creds_same; /* emulate.c: its identity is the monitor's: C may serve its calls */
+    unsigned char landlocked; /* it (or an ancestor) called landlock_restrict_self: C opens nothing for it */
+    uint64_t creds_gen;       /* ... the identity generation creds_same was read at (0: never) */
 };
 
 /* A call a notification sent to Python, redirected to a ptrace stop: its
@@ -199,6 +202,7 @@ int decide_call(pid_t tid, struct um_decide_in *in, int *read);
  * target. Its length, or -errno. */
 int move_realize(const char *raw, int i, char *out, size_t size);
 void decided_served(int sc); /* a call decided for Python was served by C */
+void decided_again(int sc, int d); /* a decision the main thread makes again: not counted twice */
 /* Is real, a path the kernel resolved in move prefix i's source, one the
  * view shows under that prefix (in none of its exceptions)? */
 int move_holds(int i, const char *real);
@@ -272,6 +276,21 @@ int needs_pin(pid_t tid, const struct um_decide_in *in);
 int pin_call(pid_t tid, struct um_decide_in *in);
 void pin_restore(pid_t tid, int execed);
 
+/* servers.c */
+extern int servers_running, handover_fd;
+void servers_start(void);
+void servers_stop(void);
+void tables_write_lock(void);   /* around every change of what serving threads read */
+void tables_write_unlock(void);
+int handover_take(struct seccomp_notif *req); /* 1 and *req: one handed to the main thread */
+void handover_drain(void);
+void handover_again(const struct seccomp_notif *req);
+void servers_stats(struct um_stats *sum, uint64_t *trapped, uint64_t *python, int n);
+uint64_t *sc_counts(int python); /* decide.c: this thread's counts by call (trapped, or handed to Python) */
+/* notif.c: serve a notification on a serving thread; 0 if the main thread must */
+int serve_alone(const struct seccomp_notif *req);
+void serve_handed(int may_hand);
+
 /* emulate.c */
 /* A call under a move prefix (in->move >= 0) at its notification req: C
  * serves it and answers; 1 if so (or the caller is gone), 0 if Python must. */
@@ -326,7 +345,7 @@ const struct value_trap *value_trap_of(int abi, long nr);
 extern int extra_dirty;
 extern int event_mask;
 extern int spin_iterations;
-extern struct um_stats stats;
+extern __thread struct um_stats stats; /* this thread's: um_stats_get sums them */
 extern int filter_fixed;
 int lookup_sc(int abi, long nr);
 /* does the filter trap this class with a user notification (for some arguments)? */

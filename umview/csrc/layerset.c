@@ -80,7 +80,7 @@ static size_t layer_key_len(const char *p)
     return l;
 }
 
-int um_layer_add(const char *p, int kind)
+static int um_layer_add_unlocked(const char *p, int kind)
 {
     if (p[0] != '/' || (kind != UM_LAYER_DIR && kind != UM_LAYER_HIDE))
         return -EINVAL;
@@ -109,7 +109,15 @@ int um_layer_add(const char *p, int kind)
     return 0;
 }
 
-int um_layer_del(const char *p)
+int um_layer_add(const char *p, int kind)
+{
+    tables_write_lock();
+    int r = um_layer_add_unlocked(p, kind);
+    tables_write_unlock();
+    return r;
+}
+
+static int um_layer_del_unlocked(const char *p)
 {
     struct layer_slot *e = layer_find(p, layer_key_len(p));
     if (!e)
@@ -120,7 +128,15 @@ int um_layer_del(const char *p)
     return 0;
 }
 
-void um_layer_clear(void)
+int um_layer_del(const char *p)
+{
+    tables_write_lock();
+    int r = um_layer_del_unlocked(p);
+    tables_write_unlock();
+    return r;
+}
+
+static void um_layer_clear_unlocked(void)
 {
     for (size_t i = 0; i < layer_cap; i++)
         if (layer_tab[i].path && layer_tab[i].path != &layer_tomb)
@@ -128,6 +144,13 @@ void um_layer_clear(void)
     if (layer_tab)
         memset(layer_tab, 0, layer_cap * sizeof *layer_tab);
     layer_used = layer_live = 0;
+}
+
+void um_layer_clear(void)
+{
+    tables_write_lock();
+    um_layer_clear_unlocked();
+    tables_write_unlock();
 }
 
 int um_layer_get(const char *p)

@@ -5,8 +5,9 @@
  * hand over; 2 handed over; 3 answered by um_notif_addfd. */
 static struct seccomp_notif held_notif;
 static int notif_state;
-/* the decision of the last notification served (of held_notif while held) */
-static struct um_decide_in dec;
+/* the decision of the last notification served (of held_notif while held);
+ * a serving thread's own (servers.c) */
+static __thread struct um_decide_in dec;
 
 #ifndef SECCOMP_IOCTL_NOTIF_ID_VALID
 #define SECCOMP_IOCTL_NOTIF_ID_VALID _IOW('!', 2, uint64_t)
@@ -24,6 +25,36 @@ static struct um_decide_in dec;
  * is acted on (seccomp_unotify(2)): if the caller died or the call was
  * interrupted meanwhile, what was read may be another process's, and the
  * notification is dropped as one that RECV could not take. */
+static void serve_req(struct seccomp_notif req, int may_hand, int handed);
+
+#define NOTIF_STALE -1   /* dropped: as one RECV could not take */
+#define NOTIF_REFUSED -2 /* resp says the errno */
+
+/* Decide a notified call of tid into dec: UM_DECIDE_NATIVE or _PYTHON;
+ * NOTIF_REFUSED with the errno in resp (ENOSYS, EACCES); NOTIF_STALE if the
+ * notification is no longer valid once C read the caller's memory or /proc
+ * files (the caller died, or a signal ended its wait). */
+static int decide_notif(pid_t tid, const struct seccomp_notif *req, int abi, struct seccomp_notif_resp *resp)
+{
+    int read;
+    dec.abi = abi;
+    dec.nr = req->data.nr;
+    memcpy(dec.args, req->data.args, sizeof dec.args);
+    int d = decide_call(tid, &dec, &read);
+    if (read && ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) != 0) {
+        stats.notif_stale++;
+        return NOTIF_STALE;
+    }
+    int err = refusal(tid, d);
+    if (err) {
+        stats.refused++;
+        resp->flags = 0;
+        resp->error = err;
+        return NOTIF_REFUSED;
+    }
+    return d;
+}
+
 void serve_notification(int may_hand)
 {
     struct seccomp_notif req;
@@ -31,6 +62,69 @@ void serve_notification(int may_hand)
     if (ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_RECV, &req))
         return; /* interrupted, or the caller is gone */
     stats.notifications++;
+    serve_req(req, may_hand, 0);
+}
+
+/* Serve the notifications serving threads handed over (servers.c), until
+ * one is held for Python (notif_state 1). */
+void serve_handed(int may_hand)
+{
+    struct seccomp_notif req;
+    handover_drain();
+    while (notif_state != 1 && handover_take(&req))
+        serve_req(req, may_hand, 1);
+    if (notif_state == 1 && handover_take(&req)) {
+        /* more to serve after Python's: the next wait wakes for it */
+        handover_again(&req);
+    }
+}
+
+/* On a serving thread: answer what C decides alone, as serve_req would; 0
+ * (nothing answered) for what needs the main thread: an interrupt (the call
+ * needs Python, or pinned paths), the process's own filters, the region of
+ * pinned paths (pin.c's memories), a notification for Python to hold. */
+int serve_alone(const struct seccomp_notif *req)
+{
+    stats.notifications++;
+    pid_t tid = (pid_t)req->pid;
+    struct seccomp_notif_resp resp;
+    memset(&resp, 0, sizeof resp);
+    resp.id = req->id;
+    resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+    if (__atomic_load_n(&thr(tid)->own, __ATOMIC_ACQUIRE) != NULL)
+        return 0;
+    if (thr(tid)->injecting) {
+        /* a call um_inject runs */
+    } else if (!pass_taken(tid, req->data.nr, (const uint64_t *)req->data.args)) {
+        int abi = abi_from(req->data.arch, req->data.nr);
+        if (region_guarded(abi, req->data.nr, (const uint64_t *)req->data.args))
+            return 0;
+        int d = decide_notif(tid, req, abi, &resp);
+        if (d == NOTIF_STALE)
+            return 1;
+        if (d == NOTIF_REFUSED) {
+            /* answered with resp */
+        } else if (d == UM_DECIDE_NATIVE && needs_pin(tid, &dec)) {
+            decided_again(dec.sc, d); /* the main thread decides it again */
+            return 0;
+        } else if (d == UM_DECIDE_PYTHON && dec.sc >= 0) {
+            if (dec.move >= 0 && serve_move(tid, req, &dec))
+                return 1;
+            decided_again(dec.sc, d);
+            return 0;
+        } else {
+            stats.fast_continue++;
+        }
+    } else {
+        stats.fast_continue++;
+    }
+    ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+    return 1;
+}
+
+/* handed: a serving thread tried to serve it under a move mount already */
+static void serve_req(struct seccomp_notif req, int may_hand, int handed)
+{
     pid_t tid = (pid_t)req.pid;
     struct seccomp_notif_resp resp;
     memset(&resp, 0, sizeof resp);
@@ -43,7 +137,7 @@ void serve_notification(int may_hand)
     } else if (own_trace_notif(&req)) {
         return; /* its own filter's TRACE (ownseccomp.c): answered or taken */
     } else {
-        int abi = abi_from(req.data.arch, req.data.nr), read;
+        int abi = abi_from(req.data.arch, req.data.nr);
         int guard = region_refusal(tid, abi, req.data.nr, (const uint64_t *)req.data.args);
         if (guard) {
             /* it would change the memory pinned paths live in (pin.c) */
@@ -53,19 +147,11 @@ void serve_notification(int may_hand)
             ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
             return;
         }
-        dec.abi = abi;
-        dec.nr = req.data.nr;
-        memcpy(dec.args, req.data.args, sizeof dec.args);
-        int d = decide_call(tid, &dec, &read);
-        if (read && ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &req.id) != 0) {
-            stats.notif_stale++;
+        int d = decide_notif(tid, &req, abi, &resp);
+        if (d == NOTIF_STALE)
             return;
-        }
-        int err = refusal(tid, d);
-        if (err) {
-            stats.refused++;
-            resp.flags = 0;
-            resp.error = err;
+        if (d == NOTIF_REFUSED) {
+            /* answered with resp */
         } else if (d == UM_DECIDE_NATIVE && needs_pin(tid, &dec)) {
             /* another thread may change its path before the kernel reads
              * it: it runs pinned, from a ptrace stop (pin.c), where it is
@@ -76,7 +162,7 @@ void serve_notification(int may_hand)
             }
             stats.fast_continue++;
         } else if (d == UM_DECIDE_PYTHON && dec.sc >= 0) {
-            if (dec.move >= 0 && serve_move(tid, &req, &dec))
+            if (!handed && dec.move >= 0 && serve_move(tid, &req, &dec))
                 return; /* under a move mount: served by C (emulate.c) */
             if (may_hand && (claim[abi][dec.sc] & UM_CLAIM_NOTIFY)) {
                 held_notif = req;
@@ -173,6 +259,7 @@ void end_notifications(void)
 {
     if (sigchld_fd < 0)
         return;
+    servers_stop();
     int fds[] = {sigchld_fd, listener_fd, setup_fd, go_fd};
     for (int i = 0; i < 4; i++)
         if (fds[i] >= 0)
@@ -193,11 +280,16 @@ pid_t wait_notif(int *status)
                 return pid;
             check = 0;
         }
-        struct pollfd p[3];
-        int n = 0, il = -1, is = -1;
+        struct pollfd p[4];
+        int n = 0, il = -1, is = -1, ih = -1;
         p[n].fd = sigchld_fd;
         p[n++].events = POLLIN;
-        if (listener_fd >= 0) {
+        if (servers_running) {
+            /* the serving threads receive; the main thread serves what they hand over */
+            ih = n;
+            p[n].fd = handover_fd;
+            p[n++].events = POLLIN;
+        } else if (listener_fd >= 0) {
             il = n;
             p[n].fd = listener_fd;
             p[n++].events = POLLIN;
@@ -220,6 +312,11 @@ pid_t wait_notif(int *status)
         }
         if (is >= 0 && p[is].revents)
             take_listener();
+        if (ih >= 0 && (p[ih].revents & POLLIN)) {
+            serve_handed(1);
+            if (notif_state == 1)
+                return 0; /* for Python: um_next hands it over */
+        }
         if (il >= 0 && (p[il].revents & POLLIN)) {
             serve_notification(1);
             if (notif_state == 1)

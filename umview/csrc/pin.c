@@ -78,7 +78,7 @@ static struct um_mm *mm_of(pid_t tid)
     return id > 0 && id < nmms && mms[id].users > 0 ? &mms[id] : NULL;
 }
 
-void mm_leave(pid_t tid)
+static void mm_leave_unlocked(pid_t tid)
 {
     struct um_thread *t = thr(tid);
     struct um_mm *m = mm_of(tid);
@@ -96,15 +96,29 @@ void mm_leave(pid_t tid)
     t->mm = t->slot = 0;
 }
 
-void mm_new(pid_t tid)
+void mm_leave(pid_t tid)
+{
+    tables_write_lock();
+    mm_leave_unlocked(tid);
+    tables_write_unlock();
+}
+
+static void mm_new_unlocked(pid_t tid)
 {
     mm_leave(tid);
     thr(tid)->mm = mm_alloc();
 }
 
+void mm_new(pid_t tid)
+{
+    tables_write_lock();
+    mm_new_unlocked(tid);
+    tables_write_unlock();
+}
+
 /* The child of a fork or clone event: it shares its parent's memory or has
  * a copy of it (where the region, if any, is mapped at the same address). */
-void mm_child(pid_t child, pid_t parent, int shares)
+static void mm_child_unlocked(pid_t child, pid_t parent, int shares)
 {
     mm_leave(child);
     struct um_mm *pm = mm_of(parent);
@@ -120,6 +134,13 @@ void mm_child(pid_t child, pid_t parent, int shares)
     thr(child)->mm = id;
     if (id)
         mms[id].region = region;
+}
+
+void mm_child(pid_t child, pid_t parent, int shares)
+{
+    tables_write_lock();
+    mm_child_unlocked(child, parent, shares);
+    tables_write_unlock();
 }
 
 /* Does the new child of tid (at its fork, vfork or clone event) share its
@@ -143,11 +164,18 @@ int mm_event_shares(pid_t tid)
 
 /* Attached (um_attach): a process with one thread has an mm of its own; with
  * more, which share what is not known. */
-void mm_attached(pid_t tid, int threads)
+static void mm_attached_unlocked(pid_t tid, int threads)
 {
     mm_new(tid);
     if (threads != 1 && mm_of(tid))
         mm_of(tid)->unknown = 1;
+}
+
+void mm_attached(pid_t tid, int threads)
+{
+    tables_write_lock();
+    mm_attached_unlocked(tid, threads);
+    tables_write_unlock();
 }
 
 int um_mm_shared(int tid) { return tid > 0 && mm_shared(tid); }

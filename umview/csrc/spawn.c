@@ -233,6 +233,7 @@ void take_listener(void)
             uint64_t flag = UM_NOTIF_SYNC_WAKE_UP;
             ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_SET_FLAGS, flag);
             fcntl(listener_fd, F_SETFD, FD_CLOEXEC);
+            servers_start();
         }
     }
     if (write(go_fd, "g", 1) != 1) {

@@ -39,7 +39,7 @@ int extra_dirty;
 
 int event_mask;
 int spin_iterations;
-struct um_stats stats;
+__thread struct um_stats stats;
 
 /* Once the first tracee runs, its filter is fixed: the trap table must keep
  * saying what the kernel does (a call Python claims later but that the
@@ -55,9 +55,13 @@ int um_init(void)
     return thread_table_init();
 }
 
-void um_stats_get(struct um_stats *out) { *out = stats; }
+void um_stats_get(struct um_stats *out)
+{
+    *out = stats;
+    servers_stats(out, NULL, NULL, 0);
+}
 
-int um_table_reset(int n)
+static int um_table_reset_unlocked(int n)
 {
     if (n < 0 || n > MAX_SC)
         return -EINVAL;
@@ -72,12 +76,28 @@ int um_table_reset(int n)
     return 0;
 }
 
-int um_set_control_sc(int sc)
+int um_table_reset(int n)
+{
+    tables_write_lock();
+    int r = um_table_reset_unlocked(n);
+    tables_write_unlock();
+    return r;
+}
+
+static int um_set_control_sc_unlocked(int sc)
 {
     if (sc < -1 || sc >= nsc)
         return -EINVAL;
     control_sc = sc;
     return 0;
+}
+
+int um_set_control_sc(int sc)
+{
+    tables_write_lock();
+    int r = um_set_control_sc_unlocked(sc);
+    tables_write_unlock();
+    return r;
 }
 
 /* the one bounds-checked look-up from (abi, nr) to a neutral index */
@@ -92,7 +112,7 @@ int lookup_sc(int abi, long nr)
     return nr_to_sc[abi][nr];
 }
 
-int um_map_nr(int abi, long nr, int sc)
+static int um_map_nr_unlocked(int abi, long nr, int sc)
 {
     if (abi == UM_ABI_X32)
         nr &= ~X32_BIT;
@@ -102,7 +122,15 @@ int um_map_nr(int abi, long nr, int sc)
     return 0;
 }
 
-int um_set_path_arg(int abi, int sc, int slot, int path_idx, int dirfd_idx, int emptyflg_idx)
+int um_map_nr(int abi, long nr, int sc)
+{
+    tables_write_lock();
+    int r = um_map_nr_unlocked(abi, nr, sc);
+    tables_write_unlock();
+    return r;
+}
+
+static int um_set_path_arg_unlocked(int abi, int sc, int slot, int path_idx, int dirfd_idx, int emptyflg_idx)
 {
     if (abi < 0 || abi >= UM_NABI || sc < 0 || sc >= nsc || slot < 0 || slot >= PATH_SLOTS || path_idx < 0 || path_idx > 5 ||
         dirfd_idx < -1 || dirfd_idx > 5 || emptyflg_idx < -1 || emptyflg_idx > 5)
@@ -113,7 +141,15 @@ int um_set_path_arg(int abi, int sc, int slot, int path_idx, int dirfd_idx, int 
     return 0;
 }
 
-int um_set_claim(int abi, int sc, int mode)
+int um_set_path_arg(int abi, int sc, int slot, int path_idx, int dirfd_idx, int emptyflg_idx)
+{
+    tables_write_lock();
+    int r = um_set_path_arg_unlocked(abi, sc, slot, path_idx, dirfd_idx, emptyflg_idx);
+    tables_write_unlock();
+    return r;
+}
+
+static int um_set_claim_unlocked(int abi, int sc, int mode)
 {
     if (abi < 0 || abi >= UM_NABI || sc < 0 || sc >= nsc)
         return -EINVAL;
@@ -121,8 +157,16 @@ int um_set_claim(int abi, int sc, int mode)
     return 0;
 }
 
+int um_set_claim(int abi, int sc, int mode)
+{
+    tables_write_lock();
+    int r = um_set_claim_unlocked(abi, sc, mode);
+    tables_write_unlock();
+    return r;
+}
 
-int um_prefix_clear(void)
+
+static int um_prefix_clear_unlocked(void)
 {
     for (int i = 0; i < nprefixes; i++) {
         free(prefixes[i]);
@@ -133,7 +177,15 @@ int um_prefix_clear(void)
     return 0;
 }
 
-int um_prefix_add_kind(const char *p, int kind)
+int um_prefix_clear(void)
+{
+    tables_write_lock();
+    int r = um_prefix_clear_unlocked();
+    tables_write_unlock();
+    return r;
+}
+
+static int um_prefix_add_kind_unlocked(const char *p, int kind)
 {
     size_t l = strlen(p);
     if (nprefixes >= (int)(sizeof prefixes / sizeof prefixes[0]))
@@ -150,7 +202,15 @@ int um_prefix_add_kind(const char *p, int kind)
     return 0;
 }
 
-int um_prefix_add_move(const char *target, const char *source)
+int um_prefix_add_kind(const char *p, int kind)
+{
+    tables_write_lock();
+    int r = um_prefix_add_kind_unlocked(p, kind);
+    tables_write_unlock();
+    return r;
+}
+
+static int um_prefix_add_move_unlocked(const char *target, const char *source)
 {
     size_t l = strlen(source);
     if (l == 0 || source[0] != '/' || l >= UM_PATH_BUF)
@@ -171,8 +231,16 @@ int um_prefix_add_move(const char *target, const char *source)
     return 0;
 }
 
+int um_prefix_add_move(const char *target, const char *source)
+{
+    tables_write_lock();
+    int r = um_prefix_add_move_unlocked(target, source);
+    tables_write_unlock();
+    return r;
+}
 
-int um_set_write(int sc, int kind, int argidx)
+
+static int um_set_write_unlocked(int sc, int kind, int argidx)
 {
     if (sc < 0 || sc >= nsc || kind < UM_WRITE_NO || kind > UM_WRITE_ACCESS ||
         (kind >= UM_WRITE_OFLAGS && (argidx < 0 || argidx > 5)))
@@ -182,6 +250,14 @@ int um_set_write(int sc, int kind, int argidx)
     return 0;
 }
 
+int um_set_write(int sc, int kind, int argidx)
+{
+    tables_write_lock();
+    int r = um_set_write_unlocked(sc, kind, argidx);
+    tables_write_unlock();
+    return r;
+}
+
 /* A register's offset: a whole 8-byte field of struct user_regs_struct
  * (REG() reads and writes 8 bytes there). */
 static int regmap_offset_ok(int off)
@@ -189,7 +265,7 @@ static int regmap_offset_ok(int off)
     return off >= 0 && off % 8 == 0 && (size_t)off + 8 <= sizeof(struct user_regs_struct);
 }
 
-int um_set_regmap(int abi, int nr_off, int ret_off, const int *arg_offs)
+static int um_set_regmap_unlocked(int abi, int nr_off, int ret_off, const int *arg_offs)
 {
     if (abi < 0 || abi >= UM_NABI || !arg_offs || !regmap_offset_ok(nr_off) || !regmap_offset_ok(ret_off))
         return -EINVAL;
@@ -203,17 +279,33 @@ int um_set_regmap(int abi, int nr_off, int ret_off, const int *arg_offs)
     return 0;
 }
 
+int um_set_regmap(int abi, int nr_off, int ret_off, const int *arg_offs)
+{
+    tables_write_lock();
+    int r = um_set_regmap_unlocked(abi, nr_off, ret_off, arg_offs);
+    tables_write_unlock();
+    return r;
+}
+
 /* the values of the UM_TRAP_VALUES numbers (filter.c) */
 struct value_trap value_traps[MAX_VALUE_TRAPS];
 int nvalue_traps;
 
-int um_filter_clear(void)
+static int um_filter_clear_unlocked(void)
 {
     if (filter_fixed)
         return 0;
     memset(trap, 0, sizeof trap);
     nvalue_traps = 0;
     return 0;
+}
+
+int um_filter_clear(void)
+{
+    tables_write_lock();
+    int r = um_filter_clear_unlocked();
+    tables_write_unlock();
+    return r;
 }
 
 const struct value_trap *value_trap_of(int abi, long nr)
@@ -224,7 +316,7 @@ const struct value_trap *value_trap_of(int abi, long nr)
     return NULL;
 }
 
-int um_filter_trap_values(int abi, long nr, int arg, const uint32_t *values, int n)
+static int um_filter_trap_values_unlocked(int abi, long nr, int arg, const uint32_t *values, int n)
 {
     if (abi == UM_ABI_X32)
         nr &= ~X32_BIT;
@@ -264,7 +356,15 @@ int um_filter_trap_values(int abi, long nr, int arg, const uint32_t *values, int
     return 0;
 }
 
-int um_filter_trap_nr(int abi, long nr, int how)
+int um_filter_trap_values(int abi, long nr, int arg, const uint32_t *values, int n)
+{
+    tables_write_lock();
+    int r = um_filter_trap_values_unlocked(abi, nr, arg, values, n);
+    tables_write_unlock();
+    return r;
+}
+
+static int um_filter_trap_nr_unlocked(int abi, long nr, int how)
 {
     if (abi == UM_ABI_X32)
         nr &= ~X32_BIT;
@@ -283,6 +383,14 @@ int um_filter_trap_nr(int abi, long nr, int how)
     if (trap[abi][nr] != UM_TRAP_TRACE)
         trap[abi][nr] = (unsigned char)how;
     return 0;
+}
+
+int um_filter_trap_nr(int abi, long nr, int how)
+{
+    tables_write_lock();
+    int r = um_filter_trap_nr_unlocked(abi, nr, how);
+    tables_write_unlock();
+    return r;
 }
 
 void um_set_event_mask(int mask) { event_mask = mask; }

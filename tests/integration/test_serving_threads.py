@@ -1,0 +1,42 @@
+"""Notifications served by threads beside the main one (UMVIEW_SERVERS,
+umview/csrc/servers.c): processes on both CPUs at once, calls the C core
+answers on a serving thread, calls handed to the main thread for Python, and
+the same answers as natively."""
+import json
+import os
+import tempfile
+
+import pytest
+
+from conftest import need_user, run, umview_for
+
+# two shells at once, each reading files through the unreal mount (Python
+# rewrites those) and looking up real ones (C lets them through)
+SCRIPT = ('work() { i=0; while [ $i -lt 150 ]; do cat "$1/etc/hostname"; test -e /usr/bin/env && '
+          'stat -c %s "$1/etc/hostname"; i=$((i+1)); done; }; work "$ROOT" > "$OUT.a" & '
+          'work "$ROOT" > "$OUT.b" & wait; cat "$OUT.a" "$OUT.b"; rm -f "$OUT.a" "$OUT.b"')
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+@pytest.mark.parametrize("servers", ["2", "-2"])
+def test_two_processes_at_once_get_the_same_answers_with_serving_threads(user, servers):
+    need_user(user)
+    out = f"/tmp/umview-serving-{os.getpid()}-{user}-{servers.strip('-')}"
+    native = run(["sh", "-c", SCRIPT], env=dict(os.environ, ROOT="", OUT=out))
+    assert native.returncode == 0, native.stderr
+    assert len(native.stdout.splitlines()) == 600
+    fd, stats_file = tempfile.mkstemp(prefix="umview-stats-", dir="/var/tmp")  # one nobody may write
+    os.close(fd)
+    os.chmod(stats_file, 0o666)
+    try:
+        viewed = run(umview_for(user, "--stats-file", stats_file, "-p", "unreal", "--", "sh", "-c", SCRIPT),
+                     env=dict(os.environ, ROOT="/unreal", OUT=out, UMVIEW_SERVERS=servers))
+        with open(stats_file) as f:
+            stats = json.loads(f.read().splitlines()[-1])
+    finally:
+        os.unlink(stats_file)
+    assert viewed.returncode == 0, viewed.stderr
+    assert viewed.stdout == native.stdout
+    if os.environ.get("UMVIEW_NOTIF", "1") != "0":
+        assert stats["fast_continue"] > 250, stats  # answered by the serving threads
+        assert stats["python_events"] > 600, stats  # handed over, served by Python
