@@ -557,17 +557,17 @@ def _run_engine(engine, hook, call):
 
 def _servers():
     """How many threads serve notifications beside the main one (the C
-    core's servers.c): UMVIEW_SERVERS=N, none by default. They pay on a
-    parallel build and cost a sequential workload (docs/internals.md,
-    "Serving threads")."""
+    core's servers.c, which let them in only while calls overlap): one kept
+    on each CPU the monitor may run on, where there are two or more;
+    UMVIEW_SERVERS=N says N (0: the main thread alone)."""
     value = os.environ.get("UMVIEW_SERVERS")
-    if value is None:
-        return 0
-    try:
-        return int(value)
-    except ValueError:
-        _log().warning("UMVIEW_SERVERS=%s is not a number: no serving threads", value)
-        return 0
+    if value is not None:
+        try:
+            return int(value)
+        except ValueError:
+            _log().warning("UMVIEW_SERVERS=%s is not a number: one serving thread per CPU", value)
+    cpus = len(os.sched_getaffinity(0))
+    return cpus if cpus > 1 else 0
 
 
 def _set_claim(sc, mode):

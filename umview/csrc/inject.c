@@ -43,9 +43,9 @@ static pid_t wait_tid(pid_t tid, int *status)
                 continue;
             return p;
         }
-        int other = servers_running ? handover_fd : listener_fd;
-        struct pollfd fds[2] = {{.fd = sigchld_fd, .events = POLLIN}, {.fd = other, .events = POLLIN}};
-        if (poll(fds, other >= 0 ? 2 : 1, -1) < 0 && errno != EINTR)
+        struct pollfd fds[3] = {{.fd = sigchld_fd, .events = POLLIN}, {.fd = handover_fd, .events = POLLIN},
+                                {.fd = servers_polling() ? -1 : listener_fd, .events = POLLIN}};
+        if (poll(fds, 3, -1) < 0 && errno != EINTR)
             return -1;
         if (fds[0].revents) {
             /* um_next's wait looks with WNOHANG before it sleeps: nothing lost */
@@ -53,13 +53,11 @@ static pid_t wait_tid(pid_t tid, int *status)
             while (read(sigchld_fd, si, sizeof si) > 0)
                 ;
         }
-        if (other >= 0 && (fds[1].revents & POLLIN)) {
-            /* Python is busy: a call for it is redirected */
-            if (servers_running)
-                serve_handed(0);
-            else
-                serve_notification(0);
-        }
+        /* Python is busy: a call for it is redirected */
+        if (fds[1].revents & POLLIN)
+            serve_handed(0);
+        if (fds[2].fd >= 0 && (fds[2].revents & POLLIN))
+            serve_notification(0);
     }
 }
 

@@ -62,7 +62,14 @@ void serve_notification(int may_hand)
     if (ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_RECV, &req))
         return; /* interrupted, or the caller is gone */
     stats.notifications++;
+    /* another call waiting while this one is not answered yet: calls
+     * overlap (a process waiting for this answer makes no other), and the
+     * serving threads take over while they do (servers.c) */
+    struct pollfd q = {.fd = listener_fd, .events = POLLIN};
+    int overlap = servers_running && poll(&q, 1, 0) == 1 && (q.revents & POLLIN);
     serve_req(req, may_hand, 0);
+    if (overlap)
+        servers_activate();
 }
 
 /* Serve the notifications serving threads handed over (servers.c), until
@@ -285,11 +292,13 @@ pid_t wait_notif(int *status)
         p[n].fd = sigchld_fd;
         p[n++].events = POLLIN;
         if (servers_running) {
-            /* the serving threads receive; the main thread serves what they hand over */
+            /* what the serving threads hand over */
             ih = n;
             p[n].fd = handover_fd;
             p[n++].events = POLLIN;
-        } else if (listener_fd >= 0) {
+        }
+        if (listener_fd >= 0 && !servers_polling()) {
+            /* only the main thread polls the listener: no RECV can block */
             il = n;
             p[n].fd = listener_fd;
             p[n++].events = POLLIN;

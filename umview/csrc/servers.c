@@ -2,18 +2,22 @@
  *
  * One monitor thread serving every notification serializes the calls of
  * processes that run on different CPUs: under make -j2 the second compiler's
- * call waits while the first one's is answered, and every answer crosses
- * CPUs. So the listener also has serving threads (um_set_servers: one per
- * CPU by default), each blocked in SECCOMP_IOCTL_NOTIF_RECV; the kernel
- * gives each notification to one of them, and wakes it on the caller's CPU
- * (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP). A serving thread answers what C
- * decides alone: the calls let through, refused, or served under a move
- * mount (emulate.c). Anything that needs ptrace or Python (an interrupt to
- * redirect the call, pinned paths, a process's own filters, the region's
- * guard) it hands to the main thread, which owns ptrace: the notification,
- * still unanswered, goes into a queue and an eventfd wakes the main loop,
- * which decides it anew (serve_req) as if it had received it itself. While
- * serving threads run, the main thread receives no notification itself.
+ * call waits while the first one's is answered, and the callers gather on
+ * one CPU. So the listener also has serving threads (um_set_servers: one per
+ * CPU by default), each kept on its CPU. They sleep until the main thread,
+ * which polls the listener as before, finds a second call waiting while it
+ * has not answered the first (calls overlap: servers_activate); then each
+ * polls the listener, the kernel wakes them on the caller's CPU
+ * (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP) and the one there takes the call;
+ * after IDLE_MS with no overlap they sleep again and the main thread polls.
+ * A serving thread answers what C decides alone: the calls let through,
+ * refused, or served under a move mount (emulate.c). Anything that needs
+ * ptrace or Python (an interrupt to redirect the call, pinned paths, a
+ * process's own filters, the region's guard) it hands to the main thread,
+ * which owns ptrace: the notification, still unanswered, goes into a queue
+ * and an eventfd wakes the main loop, which decides it anew (serve_req) as
+ * if it had received it itself. While serving threads poll, the main
+ * thread receives no notification itself.
  *
  * What the serving threads read, Python changes from the main thread: the
  * tables (claims, prefixes, the layer set, traps) and the memories of
@@ -32,6 +36,16 @@
 #define MAX_SERVERS 16
 
 static int wanted;          /* um_set_servers: how many to start with the listener */
+static int servers_active;  /* how many poll the listener now (the main thread does not then) */
+static int wake_fd[MAX_SERVERS]; /* eventfds: a serving thread's turn to poll */
+#define IDLE_MS 100 /* a serving thread that saw no two calls overlap this long leaves them to the main thread */
+
+static long now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+    return t.tv_sec * 1000L + t.tv_nsec / 1000000L;
+}
 static int cpu_of[MAX_SERVERS]; /* the CPU each is kept on, -1: any */
 static int pin_servers = 1;
 int servers_running;        /* how many run */
@@ -168,29 +182,53 @@ static void *serve_loop(void *arg)
     live_sc[i][1] = sc_counts(1);
     pthread_mutex_unlock(&stats_mu);
     while (!stopping) {
-        struct seccomp_notif req;
-        memset(&req, 0, sizeof req);
-        /* poll first: a caller wakes its poller on its own CPU
-         * (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP), a thread blocked in RECV
-         * anywhere; and look again before taking it, one of the others
-         * woken with this one may have */
-        struct pollfd p = {.fd = listener_fd, .events = POLLIN};
-        if (poll(&p, 1, -1) < 0)
-            continue;
-        if (!(p.revents & POLLIN) && (p.revents & (POLLHUP | POLLERR | POLLNVAL)))
-            break; /* every process with the filter is gone */
-        if (!(p.revents & POLLIN) || poll(&p, 1, 0) != 1 || !(p.revents & POLLIN))
-            continue;
-        if (ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_RECV, &req)) {
-            if (errno == EINTR || errno == ENOENT)
-                continue; /* stopping, or the caller is gone */
-            break;
+        /* asleep until the main thread sees calls overlap (servers_activate) */
+        uint64_t n;
+        if (read(wake_fd[i], &n, sizeof n) < 0)
+            continue; /* EINTR: stopping? */
+        int gone = 0;
+        long overlapped = now_ms();
+        while (!stopping && now_ms() - overlapped < IDLE_MS) {
+            struct seccomp_notif req;
+            memset(&req, 0, sizeof req);
+            /* poll first: a caller wakes its poller on its own CPU
+             * (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP), a thread blocked in
+             * RECV anywhere; and look again before taking it, one of the
+             * others woken with this one may have */
+            struct pollfd p = {.fd = listener_fd, .events = POLLIN};
+            int r = poll(&p, 1, IDLE_MS);
+            if (r == 0)
+                break; /* quiet: the main thread alone again */
+            if (r < 0)
+                continue;
+            if (!(p.revents & POLLIN) && (p.revents & (POLLHUP | POLLERR | POLLNVAL))) {
+                gone = 1; /* every process with the filter is gone */
+                break;
+            }
+            if (!(p.revents & POLLIN) || poll(&p, 1, 0) != 1 || !(p.revents & POLLIN))
+                continue;
+            if (ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_RECV, &req)) {
+                if (errno == EINTR || errno == ENOENT)
+                    continue; /* stopping, or the caller is gone */
+                gone = 1;
+                break;
+            }
+            if (poll(&p, 1, 0) == 1 && (p.revents & POLLIN))
+                overlapped = now_ms(); /* another call waits beside this one */
+            pthread_rwlock_rdlock(&tables_rw);
+            int mine = serve_alone(&req);
+            pthread_rwlock_unlock(&tables_rw);
+            if (!mine)
+                handover(&req);
         }
-        pthread_rwlock_rdlock(&tables_rw);
-        int mine = serve_alone(&req);
-        pthread_rwlock_unlock(&tables_rw);
-        if (!mine)
-            handover(&req);
+        if (__atomic_sub_fetch(&servers_active, 1, __ATOMIC_SEQ_CST) == 0) {
+            uint64_t one = 1; /* the last one: the main thread polls the listener again */
+            if (write(handover_fd, &one, sizeof one) != sizeof one) {
+                /* full: it wakes anyway */
+            }
+        }
+        if (gone)
+            break;
     }
     pthread_mutex_lock(&stats_mu);
     uint64_t *s = (uint64_t *)&stats, *e = (uint64_t *)&ended_stats;
@@ -203,6 +241,20 @@ static void *serve_loop(void *arg)
     live_sc[i][0] = live_sc[i][1] = NULL;
     pthread_mutex_unlock(&stats_mu);
     return NULL;
+}
+
+int servers_polling(void) { return __atomic_load_n(&servers_active, __ATOMIC_SEQ_CST) > 0; }
+
+void servers_activate(void)
+{
+    if (!servers_running || servers_polling())
+        return;
+    __atomic_store_n(&servers_active, servers_running, __ATOMIC_SEQ_CST);
+    uint64_t one = 1;
+    for (int i = 0; i < servers_running; i++)
+        if (write(wake_fd[i], &one, sizeof one) != sizeof one) {
+            /* cannot be full */
+        }
 }
 
 void servers_start(void)
@@ -232,9 +284,15 @@ void servers_start(void)
             cpu_of[i] = c++;
         }
     }
+    servers_active = 0;
     for (int i = 0; i < wanted; i++) {
-        if (pthread_create(&server[i], NULL, serve_loop, (void *)(intptr_t)i))
+        wake_fd[i] = eventfd(0, EFD_CLOEXEC);
+        if (wake_fd[i] < 0)
             break;
+        if (pthread_create(&server[i], NULL, serve_loop, (void *)(intptr_t)i)) {
+            close(wake_fd[i]);
+            break;
+        }
         servers_running++;
     }
     if (!servers_running) {
@@ -265,7 +323,10 @@ void servers_stop(void)
             pthread_kill(server[i], SIGRTMIN + 6);
         }
     }
+    for (int i = 0; i < servers_running; i++)
+        close(wake_fd[i]);
     servers_running = 0;
+    servers_active = 0;
     close(handover_fd);
     handover_fd = -1;
     /* what they handed over and the main thread did not serve: the callers
