@@ -117,9 +117,6 @@ class CwdTracker(Engine):
         self.kernel_prefixes = tuple(dict.fromkeys(p for m in mounts for p in m.kernel_prefixes))
         self.layered_prefixes = tuple(dict.fromkeys(p for m in mounts for p in getattr(m, "layered_prefixes", ())))
         self.real_prefixes = tuple(dict.fromkeys(p for m in mounts for p in getattr(m, "real_prefixes", ())))
-        # the C core serves calls under a move mount only where this tracker
-        # would let them pass as the mount rewrites them (no chroot, no
-        # symlink, no virtual cwd): Dispatcher.moves decides
         # not their alias prefixes: whether one is clean is its mount's to
         # say (Dispatcher._clean), and the C core keeps them as it is
         # filesystems served by processes of the view (modules/fs: a FUSE

@@ -226,7 +226,7 @@ class Dispatcher:
                     if p not in prefixes or rank[kind] > rank[prefixes[p]]:
                         prefixes[p] = kind
         self.move_sources = self.moves(prefixes)
-        for target, source in self.move_sources.items():
+        for target in self.move_sources:
             prefixes[target] = lib.UM_PREFIX_MOVE
         for e in self.engines:
             for target, _ in e.move_prefixes:

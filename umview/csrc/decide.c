@@ -130,9 +130,6 @@ int um_prefix_kind(const char *p) { return p[0] == '/' ? prefix_kind_of(p) : -EI
  * ".." included, the last component followed)? One openat2 with
  * RESOLVE_NO_SYMLINKS (Linux 5.6+) answers; procfs is left alone (its magic
  * links name the tracee's own files, the kernel resolves them right). */
-struct um_open_how {
-    uint64_t flags, mode, resolve;
-};
 static int openat2_state; /* 0 unknown/works, -1 absent */
 static int check_symlinks; /* set by Python when an engine walks symlinks in the view */
 static uint64_t family_set;  /* socket families engines claim (UM_CLAIM_FAMILY): bit f = family f */
@@ -146,7 +143,7 @@ static int symlink_on_path(const char *raw)
 {
     if (openat2_state < 0 || strncmp(raw, "/proc/", 6) == 0)
         return 0;
-    struct um_open_how how = {O_PATH | O_CLOEXEC, 0, 0x04 /* RESOLVE_NO_SYMLINKS */};
+    struct um_open_how how = {O_PATH | O_CLOEXEC, 0, RESOLVE_NO_SYMLINKS_};
     int fd = (int)syscall(437 /* openat2 */, AT_FDCWD_, raw, &how, sizeof how);
     if (fd >= 0) {
         close(fd);
@@ -391,8 +388,8 @@ static int proc_magic(const char *p)
  * under move prefix i the kernel walks as the view does, symlinks aside:
  * every directory the walk passes through (a ".." included) lies under the
  * same move prefix, none in one of its exceptions, and no ".." climbs above
- * the move's target? (Symlinks: the call is served with RESOLVE_NO_SYMLINKS,
- * emulate.c.) */
+ * the move's target? (Symlinks: emulate.c's lookup leaves no symlink or
+ * keeps the walk inside the source, open_view.) */
 static int move_literal(const char *raw, int i)
 {
     if (!has_dotdot(raw))

@@ -17,18 +17,21 @@
  *   capabilities, its mount and user namespaces, its root (read from /proc
  *   once per thread, and again after any call that may change them: the
  *   calls claimed UM_CLAIM_CREDS, an exec);
- * - the real path has no symlink on it (openat2 RESOLVE_NO_SYMLINKS): a
- *   symlink in the view may lead anywhere, Python walks it;
  * - the path is absolute, has no ".." that climbs above the mount or passes
- *   through another mount (decide.c, move_literal), and the thread has no
- *   virtual root or inner tracer;
+ *   through an exception of it (decide.c, move_literal), and the thread has
+ *   no virtual root, virtual cwd or inner tracer;
+ * - the walk stays the view's: the real path is looked up with
+ *   RESOLVE_NO_SYMLINKS, or, with a symlink on it, from the source with the
+ *   kernel keeping the walk inside (RESOLVE_IN_ROOT for a move over /,
+ *   RESOLVE_BENEATH elsewhere) and ending in no exception (move_holds);
+ *   a walk that fails or leaves is Python's;
  * - an open: of a regular file or directory (opening a device or FIFO may
- *   block or act), for reading, without O_CREAT or O_TMPFILE, by a process
- *   under no Landlock domain (the kernel would check its rules; the
- *   monitor's open would not).
+ *   block or act), for reading, without O_CREAT, O_TMPFILE, O_TRUNC or
+ *   O_PATH (ADDFD passes no O_PATH file), by a process under no Landlock
+ *   domain (the kernel would check its rules; the monitor's open would not).
  * Anything else goes to Python as before: the call is looked at, not
- * answered (stats.served_fallback). See docs/internals.md, "Calls C serves
- * under a move mount".
+ * answered (stats.served_fallback). See docs/internals.md, "Move prefixes:
+ * calls C serves under a move mount".
  */
 #include "internal.h"
 
@@ -46,10 +49,6 @@ enum {
 #define AT_NO_AUTOMOUNT_ 0x800
 #define AT_STATX_SYNC_TYPE_ 0x6000
 #define O_TMPFILE_BIT 020000000
-#define RESOLVE_NO_MAGICLINKS_ 0x02
-#define RESOLVE_NO_SYMLINKS_ 0x04
-#define RESOLVE_BENEATH_ 0x08
-#define RESOLVE_IN_ROOT_ 0x10
 #define STATX_RESERVED_ 0x80000000U
 
 /* ------------------------------------------------------------------ */
@@ -139,10 +138,6 @@ static int same_identity(pid_t tid)
 /* serving                                                             */
 /* ------------------------------------------------------------------ */
 
-struct open_how_ {
-    uint64_t flags, mode, resolve;
-};
-
 /* Where C looks a real path up: from the root with no symlink allowed, or
  * (a symlink on the way) from the move's source with the kernel keeping the
  * walk inside it (RESOLVE_IN_ROOT for a move over /, whose absolute links
@@ -156,7 +151,7 @@ struct lookup {
 
 static int open_at(const struct lookup *lk, uint64_t flags)
 {
-    struct open_how_ how = {flags | O_CLOEXEC, 0, lk->resolve | RESOLVE_NO_MAGICLINKS_};
+    struct um_open_how how = {flags | O_CLOEXEC, 0, lk->resolve | RESOLVE_NO_MAGICLINKS_};
     int fd = (int)syscall(437 /* openat2 */, lk->dirfd, lk->path, &how, sizeof how);
     return fd < 0 ? -errno : fd;
 }

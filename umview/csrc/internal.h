@@ -82,6 +82,14 @@
 #define RET_TRACE_UM (SECCOMP_RET_TRACE | UM_SECCOMP_DATA)
 #define AT_FDCWD_ -100
 #define AT_EMPTY_PATH_ 0x1000
+/* openat2(2) (Linux 5.6): struct open_how and its resolve flags */
+struct um_open_how {
+    uint64_t flags, mode, resolve;
+};
+#define RESOLVE_NO_MAGICLINKS_ 0x02
+#define RESOLVE_NO_SYMLINKS_ 0x04
+#define RESOLVE_BENEATH_ 0x08
+#define RESOLVE_IN_ROOT_ 0x10
 
 /* struct ptrace_syscall_info as of Linux 6.16 (88 bytes; SET wants it whole) */
 struct um_sci {
