@@ -14,7 +14,8 @@
  * as the kernel's checks go, and where the kernel walks the real path as the
  * view would. So C serves a call only if:
  * - the process has the monitor's identity: its uids, gids, groups and
- *   capabilities, its mount and user namespaces, its root (read from /proc
+ *   capabilities, its mount and user namespaces, its root, its LSM label
+ *   (AppArmor, SELinux) where there is one (read from /proc
  *   once per thread, and again after any call that may change them: the
  *   calls claimed UM_CLAIM_CREDS, an exec);
  * - the path is absolute, has no ".." that climbs above the mount or passes
@@ -65,8 +66,8 @@ void creds_changed(pid_t tid, int landlock)
 }
 
 /* What the kernel checks access with, of /proc/<who>: the status lines of
- * uids, gids, groups and capabilities, and the namespaces. Its length, or
- * -1. */
+ * uids, gids, groups and capabilities, the namespaces and the LSM label. Its
+ * length, or -1. */
 static int identity(const char *who, char *out, size_t size)
 {
     static const char *const keys[] = {"Uid:", "Gid:", "Groups:", "CapInh:", "CapPrm:", "CapEff:"};
@@ -104,6 +105,17 @@ static int identity(const char *who, char *out, size_t size)
             return -1;
         len += (size_t)l;
         out[len++] = '\n';
+    }
+    /* the LSM's label (AppArmor, SELinux): a program confined by a profile
+     * of its own is checked by its rules, which the monitor's call would
+     * not be; none readable (no such LSM): nothing added, for both */
+    snprintf(path, sizeof path, "/proc/%s/attr/current", who);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t l = read(fd, out + len, size - len - 1);
+        close(fd);
+        if (l > 0)
+            len += (size_t)l;
     }
     out[len] = 0;
     return (int)len;
