@@ -13,19 +13,11 @@ static __thread struct um_decide_in dec;
 #define SECCOMP_IOCTL_NOTIF_ID_VALID _IOW('!', 2, uint64_t)
 #endif
 
-/* A call trapped by a user notification: let it run, or, if Python must see
- * it, either keep the notification for Python (a UM_CLAIM_NOTIFY call, when
- * may_hand: um_next's wait) or interrupt the waiting thread. The kernel then
- * abandons the notification and restarts the call after the interrupt stop;
- * resumed with PTRACE_SYSCALL, the thread stops at the restarted call's
- * entry, where the loop hands it to Python with all of ptrace's means (see
- * docs/internals.md); the decision is noted for that entry stop. A call
- * refused (UM_CLAIM_REFUSE) gets ENOSYS. Once C has read the caller's memory
- * or /proc files, the notification is checked to be still valid before it
- * is acted on (seccomp_unotify(2)): if the caller died or the call was
- * interrupted meanwhile, what was read may be another process's, and the
- * notification is dropped as one that RECV could not take. */
-static void serve_req(struct seccomp_notif req, int may_hand, int handed);
+/* how serve_req serves a notification */
+#define SERVE_MAY_HAND 1 /* a UM_CLAIM_NOTIFY call may be held for Python (um_next's wait) */
+#define SERVE_HANDED 2   /* a serving thread handed it over: it tried serve_move already */
+#define SERVE_ALONE 4    /* on a serving thread: what needs the main thread is left (returns 0) */
+static int serve_req(const struct seccomp_notif *req, int how);
 
 #define NOTIF_STALE -1   /* dropped: as one RECV could not take */
 #define NOTIF_REFUSED -2 /* resp says the errno */
@@ -67,7 +59,7 @@ void serve_notification(int may_hand)
      * serving threads take over while they do (servers.c) */
     struct pollfd q = {.fd = listener_fd, .events = POLLIN};
     int overlap = servers_running && poll(&q, 1, 0) == 1 && (q.revents & POLLIN);
-    serve_req(req, may_hand, 0);
+    serve_req(&req, may_hand ? SERVE_MAY_HAND : 0);
     if (overlap)
         servers_activate();
 }
@@ -79,108 +71,101 @@ void serve_handed(int may_hand)
     struct seccomp_notif req;
     handover_drain();
     while (notif_state != 1 && handover_take(&req))
-        serve_req(req, may_hand, 1);
+        serve_req(&req, SERVE_HANDED | (may_hand ? SERVE_MAY_HAND : 0));
     if (notif_state == 1 && handover_take(&req)) {
         /* more to serve after Python's: the next wait wakes for it */
         handover_again(&req);
     }
 }
 
-/* On a serving thread: answer what C decides alone, as serve_req would; 0
- * (nothing answered) for what needs the main thread: an interrupt (the call
- * needs Python, or pinned paths), the process's own filters, the region of
- * pinned paths (pin.c's memories), a notification for Python to hold. */
+/* On a serving thread: answer what C decides alone, as the main thread
+ * would; 0 (nothing answered) for what needs the main thread: an interrupt
+ * (the call needs Python, or pinned paths), the process's own filters, the
+ * region of pinned paths (pin.c's memories), a notification for Python to
+ * hold. */
 int serve_alone(const struct seccomp_notif *req)
 {
     stats.notifications++;
+    return serve_req(req, SERVE_ALONE);
+}
+
+/* A call trapped by a user notification: let it run, or, if Python must see
+ * it, either keep the notification for Python (a UM_CLAIM_NOTIFY call, when
+ * may_hand: um_next's wait) or interrupt the waiting thread. The kernel then
+ * abandons the notification and restarts the call after the interrupt stop;
+ * resumed with PTRACE_SYSCALL, the thread stops at the restarted call's
+ * entry, where the loop hands it to Python with all of ptrace's means (see
+ * docs/internals.md); the decision is noted for that entry stop. A call
+ * refused (UM_CLAIM_REFUSE) gets ENOSYS. Once C has read the caller's memory
+ * or /proc files, the notification is checked to be still valid before it
+ * is acted on (seccomp_unotify(2)): if the caller died or the call was
+ * interrupted meanwhile, what was read may be another process's, and the
+ * notification is dropped as one that RECV could not take. */
+static int serve_req(const struct seccomp_notif *req, int how)
+{
     pid_t tid = (pid_t)req->pid;
+    const uint64_t *args = (const uint64_t *)req->data.args;
+    int alone = (how & SERVE_ALONE) != 0;
     struct seccomp_notif_resp resp;
     memset(&resp, 0, sizeof resp);
     resp.id = req->id;
     resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-    if (__atomic_load_n(&thr(tid)->own, __ATOMIC_ACQUIRE) != NULL)
-        return 0;
-    if (thr(tid)->injecting) {
-        /* a call um_inject runs */
-    } else if (!pass_taken(tid, req->data.nr, (const uint64_t *)req->data.args)) {
-        int abi = abi_from(req->data.arch, req->data.nr);
-        if (region_guarded(abi, req->data.nr, (const uint64_t *)req->data.args))
-            return 0;
-        int d = decide_notif(tid, req, abi, &resp);
-        if (d == NOTIF_STALE)
-            return 1;
-        if (d == NOTIF_REFUSED) {
-            /* answered with resp */
-        } else if (d == UM_DECIDE_NATIVE && needs_pin(tid, &dec)) {
-            decided_again(dec.sc, d); /* the main thread decides it again */
-            return 0;
-        } else if (d == UM_DECIDE_PYTHON && dec.sc >= 0) {
-            if (dec.move >= 0 && serve_move(tid, req, &dec))
-                return 1;
-            decided_again(dec.sc, d);
-            return 0;
-        } else {
-            stats.fast_continue++;
-        }
-    } else {
-        stats.fast_continue++;
-    }
-    ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
-    return 1;
-}
-
-/* handed: a serving thread tried to serve it under a move mount already */
-static void serve_req(struct seccomp_notif req, int may_hand, int handed)
-{
-    pid_t tid = (pid_t)req.pid;
-    struct seccomp_notif_resp resp;
-    memset(&resp, 0, sizeof resp);
-    resp.id = req.id;
-    resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
     if (thr(tid)->injecting) {
         /* a call um_inject runs: the monitor's own, no look */
-    } else if (pass_taken(tid, req.data.nr, (const uint64_t *)req.data.args)) {
+    } else if (pass_taken(tid, req->data.nr, args)) {
         /* decided at a stop (pass_set) */
-    } else if (own_trace_notif(&req)) {
-        return; /* its own filter's TRACE (ownseccomp.c): answered or taken */
+    } else if (alone && __atomic_load_n(&thr(tid)->own, __ATOMIC_ACQUIRE) != NULL) {
+        return 0; /* its own filters: ownseccomp.c's, the main thread's */
+    } else if (!alone && own_trace_notif(req)) {
+        return 1; /* its own filter's TRACE (ownseccomp.c): answered or taken */
     } else {
-        int abi = abi_from(req.data.arch, req.data.nr);
-        int guard = region_refusal(tid, abi, req.data.nr, (const uint64_t *)req.data.args);
+        int abi = abi_from(req->data.arch, req->data.nr);
+        if (alone && region_guarded(abi, req->data.nr, args))
+            return 0; /* pin.c's memories are the main thread's */
+        int guard = alone ? 0 : region_refusal(tid, abi, req->data.nr, args);
         if (guard) {
             /* it would change the memory pinned paths live in (pin.c) */
             stats.refused++;
             resp.flags = 0;
             resp.error = guard;
             ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
-            return;
+            return 1;
         }
-        int d = decide_notif(tid, &req, abi, &resp);
+        int d = decide_notif(tid, req, abi, &resp);
         if (d == NOTIF_STALE)
-            return;
+            return 1;
         if (d == NOTIF_REFUSED) {
             /* answered with resp */
         } else if (d == UM_DECIDE_NATIVE && needs_pin(tid, &dec)) {
             /* another thread may change its path before the kernel reads
              * it: it runs pinned, from a ptrace stop (pin.c), where it is
              * looked at again */
+            if (alone) {
+                decided_again(dec.sc, d); /* the main thread decides it again */
+                return 0;
+            }
             if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) == 0) {
                 thr(tid)->redirected = 1;
-                return;
+                return 1;
             }
             stats.fast_continue++;
         } else if (d == UM_DECIDE_PYTHON && dec.sc >= 0) {
-            if (!handed && dec.move >= 0 && serve_move(tid, &req, &dec))
-                return; /* under a move mount: served by C (emulate.c) */
-            if (may_hand && (claim[abi][dec.sc] & UM_CLAIM_NOTIFY)) {
-                held_notif = req;
+            if (!(how & SERVE_HANDED) && dec.move >= 0 && serve_move(tid, req, &dec))
+                return 1; /* under a move mount: served by C (emulate.c) */
+            if (alone) {
+                decided_again(dec.sc, d);
+                return 0;
+            }
+            if ((how & SERVE_MAY_HAND) && (claim[abi][dec.sc] & UM_CLAIM_NOTIFY)) {
+                held_notif = *req;
                 notif_state = 1;
-                return; /* answered after Python's reply */
+                return 1; /* answered after Python's reply */
             }
             if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) == 0) {
                 thr(tid)->redirected = 1;
-                note_redirect(tid, abi, dec.sc, req.data.nr, dec.args, dec.path, dec.path_len, dec.path_kind,
+                note_redirect(tid, abi, dec.sc, req->data.nr, dec.args, dec.path, dec.path_len, dec.path_kind,
                               dec.slot);
-                return; /* no answer: the interrupt ends the wait */
+                return 1; /* no answer: the interrupt ends the wait */
             }
             stats.fast_continue++;
         } else {
@@ -188,6 +173,7 @@ static void serve_req(struct seccomp_notif req, int may_hand, int handed)
         }
     }
     ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+    return 1;
 }
 
 /* Hand Python the notification serve_notification kept (no ptrace stop:
