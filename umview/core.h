@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 24
+#define UM_CORE_VERSION 25
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -226,6 +226,11 @@ void um_set_serve(int flags);
  * kept one on each CPU the monitor may use (the first n of them); -n: n
  * threads on any CPU */
 void um_set_servers(int n);
+/* Around a change of many tables (a rebuild after a service is added or
+ * removed): serving threads decide no call until um_tables_end, so none sees
+ * a table half cleared. Nests; the single changes lock on their own. */
+void um_tables_begin(void);
+void um_tables_end(void);
 int um_prefix_kind(const char *path); /* the kind a path falls under, -1 for none */
 
 /* the layer set: absolute virtual paths under layered prefixes */

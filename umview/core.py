@@ -4,11 +4,12 @@ It loads the compiled core, checks that it is the build this source expects,
 and turns C error codes (negative errno) into OSError. Nothing here knows
 about engines or modules.
 """
+import contextlib
 import errno
 import functools
 import os
 
-_EXPECTED_VERSION = 24
+_EXPECTED_VERSION = 25
 
 try:
     from umview._umcore import ffi, lib
@@ -214,6 +215,18 @@ def resolve_path(tid, abi, sc, slot, args):
 # --- the layer set of layered prefixes (see docs/internals.md) ---
 LAYER_DIR = lib.UM_LAYER_DIR
 LAYER_HIDE = lib.UM_LAYER_HIDE
+
+
+@contextlib.contextmanager
+def tables_changing():
+    """Around a rebuild of the C tables while the view runs: the serving
+    threads decide no call until it is over, so none is decided on a table
+    half cleared (a prefix missing, a claim zeroed)."""
+    lib.um_tables_begin()
+    try:
+        yield
+    finally:
+        lib.um_tables_end()
 
 
 def layer_add(path, kind):

@@ -793,10 +793,11 @@ class Monitor:
     def _load(self):
         """Load the tables into the C core while the view runs (a view started
         with no engine gets its syscall tables now); the claims."""
-        if self.table is None:
-            self.table = self.dispatcher.table = _syscall_table()
-            self.table.load_into_core()
-        return self.dispatcher.load_into_core()
+        with core.tables_changing():
+            if self.table is None:
+                self.table = self.dispatcher.table = _syscall_table()
+                self.table.load_into_core()
+            return self.dispatcher.load_into_core()
 
     def _update_hooks(self):
         d = self.dispatcher

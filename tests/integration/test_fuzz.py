@@ -9,6 +9,7 @@ What trinity found is tested one by one, deterministically, in
 test_not_dumpable.py and test_sandbox_robustness.py."""
 import hashlib
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -164,7 +165,9 @@ def test_trinity_as_nobody_in_a_sandbox_changes_no_real_file(scratch, monitor):
     err = r.stderr.decode(errors="replace")
     assert r.returncode == 0, f"umview ended with {r.returncode}:\n{err[-3000:]}"
     assert "Traceback" not in err, err[-3000:]
-    assert f"Ran {CALLS} syscalls" in out + err and "trinity exited 0" in out, (out + err)[-3000:]
+    # trinity stops at -N or one call past it, as its children race to the limit
+    ran = re.search(r"Ran (\d+) syscalls", out + err)
+    assert ran and int(ran.group(1)) >= int(CALLS) and "trinity exited 0" in out, (out + err)[-3000:]
     left = _left_behind(others)
     assert not left, f"left behind: {left}"
     assert checksum(top) == before

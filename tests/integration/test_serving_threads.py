@@ -4,11 +4,12 @@ answers on a serving thread, calls handed to the main thread for Python, and
 the same answers as natively."""
 import json
 import os
+import sys
 import tempfile
 
 import pytest
 
-from conftest import need_user, run, umview_for
+from conftest import need_user, run, umview_argv, umview_for
 
 # two shells at once, each reading files through the unreal mount (Python
 # rewrites those) and looking up real ones (C lets them through)
@@ -40,3 +41,27 @@ def test_two_processes_at_once_get_the_same_answers_with_serving_threads(user, s
     if os.environ.get("UMVIEW_NOTIF", "1") != "0":
         assert stats["fast_continue"] > 250, stats  # answered by the serving threads
         assert stats["python_events"] > 600, stats  # handed over, served by Python
+
+
+# services added and removed over and over while two shells look up a file
+# of the sandbox's private /tmp: each rebuild of the C tables clears the
+# prefixes and claims and fills them again, and a serving thread deciding a
+# lookup in between once let it through to the real /tmp (ENOENT; EACCES for
+# a mkdir): pytest's xdist workers, each adding a layer per test, hit it
+CHURN = ('echo x > /tmp/umview-probe; '
+         'churn() { i=0; while [ $i -lt 30 ]; do um_add_service unreal > /dev/null && um_del_service unreal || exit 1; '
+         'i=$((i+1)); done; : > /tmp/umview-churned; }; '
+         'look() { bad=0; n=0; while ! test -e /tmp/umview-churned; do test -e /tmp/umview-probe || bad=$((bad+1)); '
+         'n=$((n+1)); done; echo "$n lookups, $bad missed"; }; '
+         'churn & look & look & wait')
+
+
+def test_lookups_never_see_the_tables_half_rebuilt_while_services_come_and_go():
+    need_user("root")
+    bin_dir = os.path.dirname(sys.executable)
+    r = run(umview_argv("--sandbox", "--", "sh", "-c", CHURN),
+            env=dict(os.environ, PATH=bin_dir + os.pathsep + os.environ["PATH"], UMVIEW_SERVERS="2"), timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.decode().splitlines()
+    assert len(lines) == 2 and all(line.endswith(" lookups, 0 missed") for line in lines), r.stdout
+    assert not os.path.exists("/tmp/umview-probe") and not os.path.exists("/tmp/umview-churned")

@@ -23,7 +23,8 @@
  * tables (claims, prefixes, the layer set, traps) and the memories of
  * pin.c. A read-write lock keeps them apart: a serving thread holds it for
  * reading while it decides and answers one call, the main thread takes it
- * for writing in every function that changes them (tables_write_lock).
+ * for writing in every function that changes them (tables_write_lock), and
+ * around a whole rebuild (um_tables_begin/end: a service added or removed).
  * Per-thread state a serving thread writes (pass_notif, creds_*,
  * landlocked) is in fields of its own, not in the bit fields the main
  * thread writes. Counters are per thread (stats, by call) and summed when
@@ -97,6 +98,9 @@ void tables_write_unlock(void)
     if (write_depth > 0 && --write_depth == 0)
         pthread_rwlock_unlock(&tables_rw);
 }
+
+void um_tables_begin(void) { tables_write_lock(); }
+void um_tables_end(void) { tables_write_unlock(); }
 
 static void handover(const struct seccomp_notif *req)
 {
