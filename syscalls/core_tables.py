@@ -14,6 +14,16 @@ ABI_IDS = {"x86_64": lib.UM_ABI_X86_64, "i386": lib.UM_ABI_I386, "x32": lib.UM_A
 
 _WRITE_KINDS = {"always": lib.UM_WRITE_ALWAYS, "oflags": lib.UM_WRITE_OFLAGS,
                 "open_how": lib.UM_WRITE_OPENHOW, "access": lib.UM_WRITE_ACCESS}
+_NOFOLLOW_KINDS = {"always": lib.UM_NOFOLLOW_ALWAYS, "if_set": lib.UM_NOFOLLOW_IF_SET,
+                   "unless_set": lib.UM_NOFOLLOW_UNLESS_SET, "oflags": lib.UM_NOFOLLOW_OFLAGS,
+                   "open_how": lib.UM_NOFOLLOW_OPENHOW}
+
+
+def _nofollow_args(rule):
+    """A NOFOLLOW rule (syscalls.table) as um_set_nofollow's kind, arg, mask."""
+    if rule is None:
+        return lib.UM_FOLLOWS, -1, 0
+    return _NOFOLLOW_KINDS[rule[0]], rule[1] if len(rule) > 1 else -1, rule[2] if len(rule) > 2 else 0
 
 
 class SyscallTable:
@@ -56,11 +66,13 @@ class SyscallTable:
             for name, slots in path_args(abi.name).items():
                 if name not in abi.numbers:
                     continue
+                nofollow = spec(name, abi.name).nofollow
                 for slot, (path_idx, dirfd_idx) in enumerate(slots):
                     empty = EMPTY_PATH_FLAGS.get(name, -1) if slot == 0 else -1
                     core.check(lib.um_set_path_arg(
                         abi_id, self.index[name], slot, path_idx,
                         -1 if dirfd_idx is None else dirfd_idx, empty))
+                    core.check(lib.um_set_nofollow(abi_id, self.index[name], slot, *_nofollow_args(nofollow[slot])))
         # the same argument positions on every ABI (open, openat, openat2)
         for name, rule in WRITES.items():
             if name in self.index:

@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 25
+#define UM_CORE_VERSION 26
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -252,6 +252,15 @@ int um_layer_get(const char *path);           /* its kind, 0 if absent */
 #define UM_WRITE_ACCESS 4  /* args[argidx] is an access(2) mode: "writes" iff W_OK (the
                             * answer is the copy's where a write would copy up) */
 int um_set_write(int sc, int kind, int argidx);
+/* whether a path slot's call follows a symlink in the last component
+ * (syscalls.table NOFOLLOW): a call that does not never walks one there */
+#define UM_FOLLOWS 0             /* always follows */
+#define UM_NOFOLLOW_ALWAYS 1     /* never (lstat, readlink, unlink, mkdir, ...) */
+#define UM_NOFOLLOW_IF_SET 2     /* not if args[arg] & mask (AT_SYMLINK_NOFOLLOW) */
+#define UM_NOFOLLOW_UNLESS_SET 3 /* only if args[arg] & mask (AT_SYMLINK_FOLLOW) */
+#define UM_NOFOLLOW_OFLAGS 4     /* not with O_NOFOLLOW, or O_CREAT|O_EXCL, in args[arg] */
+#define UM_NOFOLLOW_OPENHOW 5    /* not with O_NOFOLLOW in the struct open_how's flags */
+int um_set_nofollow(int abi, int sc, int slot, int kind, int arg, uint32_t mask);
 void um_set_fd_check(int on); /* AT_EMPTY_PATH calls on an fd under a plain prefix go to Python */
 /* offsets into struct user_regs_struct; -EINVAL unless each is in it and 8-byte aligned */
 int um_set_regmap(int abi, int nr_off, int ret_off, const int *arg_offs);

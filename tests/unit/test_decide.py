@@ -57,7 +57,7 @@ def tables():
 
 
 def decide(sc, path, base=None, *, flags=0, abi=lib.UM_ABI_X86_64, vcwd=0, state=None, dirfd=AT_FDCWD,
-           at_flags=0):
+           at_flags=0, walk=False):
     """um_decide for call sc with one path argument as given (relative ones
     start from base); returns (decision, resolved path or None, its kind)."""
     d = ffi.new("struct um_decide_in *")
@@ -70,7 +70,7 @@ def decide(sc, path, base=None, *, flags=0, abi=lib.UM_ABI_X86_64, vcwd=0, state
         args[:4] = [dirfd, 1 if path is not None else 0, flags, at_flags]
     d.args = args
     d.vcwd = vcwd
-    d.walk = 0  # pure: no symlink check on the real tree
+    d.walk = int(walk)  # pure unless asked: no symlink check on the real tree
     s = d.slot[0]
     if state is not None:
         s.state = state
@@ -270,3 +270,61 @@ def test_a_relative_path_under_a_move_prefix_goes_to_python_not_to_c(move):
 def test_a_real_path_in_a_move_mounts_source_is_left_to_the_kernel(move):
     # a relative path from a dirfd or cwd the kernel has in the source
     assert decide(OPENAT, b"x", b"/srcdir/a", flags=R)[0] == NATIVE
+
+
+AT_SYMLINK_NOFOLLOW = 0x100
+
+
+@pytest.fixture
+def links(tmp_path):
+    """A real tree for the symlink check: T/link -> T/plain/f and T/dirlink ->
+    T/plain, where T/plain is a plain prefix (a link leads a path under it);
+    T/dir and T/file are real. openat and newfstatat get their nofollow rules
+    (syscalls.table NOFOLLOW), mkdir never follows."""
+    top = os.fsencode(tmp_path)
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "file").write_text("x")
+    os.symlink(tmp_path / "plain" / "f", tmp_path / "link")
+    os.symlink(tmp_path / "plain", tmp_path / "dirlink")
+    assert lib.um_prefix_add_kind(top + b"/plain", lib.UM_PREFIX_PLAIN) == 0
+    assert lib.um_set_nofollow(lib.UM_ABI_X86_64, OPENAT, 0, lib.UM_NOFOLLOW_OFLAGS, 2, 0) == 0
+    assert lib.um_set_nofollow(lib.UM_ABI_X86_64, NEWFSTATAT, 0, lib.UM_NOFOLLOW_IF_SET, 3,
+                               AT_SYMLINK_NOFOLLOW) == 0
+    assert lib.um_set_nofollow(lib.UM_ABI_X86_64, MKDIR, 0, lib.UM_NOFOLLOW_ALWAYS, -1, 0) == 0
+    lib.um_set_symlink_check(1)
+    yield top
+    lib.um_set_symlink_check(0)
+
+
+@pytest.mark.parametrize("path, at_flags, want", [
+    (b"link", 0, PYTHON),                       # followed: it leads under the prefix
+    (b"link", AT_SYMLINK_NOFOLLOW, NATIVE),     # the link itself: the kernel's
+    (b"./link", AT_SYMLINK_NOFOLLOW, NATIVE),
+    (b"dir/../link", AT_SYMLINK_NOFOLLOW, NATIVE),  # walked: dir is a real directory
+    (b"link/", AT_SYMLINK_NOFOLLOW, PYTHON),    # a trailing "/" follows it anyway
+    (b"dirlink/f", AT_SYMLINK_NOFOLLOW, PYTHON),  # a link on the way is walked
+    (b"dirlink/..", AT_SYMLINK_NOFOLLOW, PYTHON),
+    (b"file", 0, NATIVE),
+    (b"dir/file", 0, NATIVE),
+    (b"missing", 0, NATIVE),
+    (b"..", 0, NATIVE),
+])
+def test_a_relative_path_walks_a_symlink_only_where_the_kernel_would(links, path, at_flags, want):
+    assert decide(NEWFSTATAT, path, links, dirfd=3, at_flags=at_flags, walk=True)[0] == want
+    assert decide(NEWFSTATAT, path, links, at_flags=at_flags, walk=True)[0] == want  # from the cwd
+
+
+@pytest.mark.parametrize("sc, name, flags, at_flags, want", [
+    (NEWFSTATAT, b"link", 0, 0, PYTHON),
+    (NEWFSTATAT, b"link", 0, AT_SYMLINK_NOFOLLOW, NATIVE),
+    (NEWFSTATAT, b"dirlink/f", 0, AT_SYMLINK_NOFOLLOW, PYTHON),
+    (OPENAT, b"link", R, 0, PYTHON),
+    (OPENAT, b"link", R | os.O_NOFOLLOW, 0, NATIVE),
+    (OPENAT, b"link", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0, NATIVE),  # creates the name: not followed
+    (OPENAT, b"link", W, 0, PYTHON),           # O_CREAT alone follows a dangling link
+    (MKDIR, b"link", 0, 0, NATIVE),
+    (MKDIR, b"dirlink/new", 0, 0, PYTHON),
+])
+def test_an_absolute_path_walks_a_last_symlink_only_if_the_call_follows_it(links, sc, name, flags, at_flags, want):
+    assert decide(sc, links + b"/" + name, flags=flags, at_flags=at_flags, walk=True)[0] == want

@@ -127,9 +127,10 @@ int um_prefix_kind(const char *p) { return p[0] == '/' ? prefix_kind_of(p) : -EI
 
 
 /* Is there a symlink on this absolute path (as the kernel would walk it,
- * ".." included, the last component followed)? One openat2 with
- * RESOLVE_NO_SYMLINKS (Linux 5.6+) answers; procfs is left alone (its magic
- * links name the tracee's own files, the kernel resolves them right). */
+ * ".." included, the last component followed if follow)? One openat2 with
+ * RESOLVE_NO_SYMLINKS (Linux 5.6+) answers (with O_NOFOLLOW it opens a last
+ * component that is a symlink); procfs is left alone (its magic links name
+ * the tracee's own files, the kernel resolves them right). */
 static int openat2_state; /* 0 unknown/works, -1 absent */
 static int check_symlinks; /* set by Python when an engine walks symlinks in the view */
 static uint64_t family_set;  /* socket families engines claim (UM_CLAIM_FAMILY): bit f = family f */
@@ -139,11 +140,11 @@ void um_set_symlink_check(int on) { check_symlinks = on; }
 void um_set_families(uint64_t bits) { family_set = bits; }
 void um_set_fd_check(int on) { fd_check = on; }
 
-static int symlink_on_path(const char *raw)
+static int symlink_on_path(const char *raw, int follow)
 {
     if (openat2_state < 0 || strncmp(raw, "/proc/", 6) == 0)
         return 0;
-    struct um_open_how how = {O_PATH | O_CLOEXEC, 0, RESOLVE_NO_SYMLINKS_};
+    struct um_open_how how = {O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW), 0, RESOLVE_NO_SYMLINKS_};
     int fd = (int)syscall(437 /* openat2 */, AT_FDCWD_, raw, &how, sizeof how);
     if (fd >= 0) {
         close(fd);
@@ -675,7 +676,7 @@ static int opens_a_device(const struct um_decide_in *in, int sc, const char *raw
 {
     if (write_kind[sc] != UM_WRITE_OFLAGS && write_kind[sc] != UM_WRITE_OPENHOW)
         return 0;
-    if (symlink_on_path(raw))
+    if (symlink_on_path(raw, 1))
         return 0;
     struct stat st;
     if (lstat(raw, &st))
@@ -692,6 +693,65 @@ int decided_writes(const struct um_decide_in *in) { return in->sc >= 0 && call_w
 /* The claim bits of a call: its entry in the claim table; for a number no
  * table knows, refused if the filter traps it (a control call with no one
  * to answer: ENOSYS) or from an ABI no one decodes, else none. */
+/* Does the call follow a symlink in the last component of path slot s?
+ * (syscalls.follows_last; an open_how it could not read: it follows) */
+static int follows_last(const struct um_decide_in *in, int sc, int s)
+{
+    const struct path_arg *pa = &path_args[in->abi][sc][s];
+    uint64_t a = pa->nofollow_arg >= 0 ? in->args[pa->nofollow_arg] : 0;
+    switch (pa->nofollow) {
+    case UM_NOFOLLOW_ALWAYS:
+        return 0;
+    case UM_NOFOLLOW_IF_SET:
+        return !(a & pa->nofollow_mask);
+    case UM_NOFOLLOW_UNLESS_SET:
+        return (a & pa->nofollow_mask) != 0;
+    case UM_NOFOLLOW_OFLAGS:
+        return !((a & O_NOFOLLOW) || ((a & O_CREAT) && (a & O_EXCL)));
+    case UM_NOFOLLOW_OPENHOW:
+        return !(in->how_readable && (in->how_flags & O_NOFOLLOW));
+    default:
+        return 1;
+    }
+}
+
+/* Does the kernel meet a symlink on slot s's path (raw: made absolute, not
+ * normalized)? Most calls are answered without a system call. A relative
+ * path starts from its dirfd's or cwd's directory, which the kernel holds
+ * as a dentry, not as a string: no symlink lies on the way there (the base
+ * /proc gave names that directory, and it is not walked again). So when
+ * every component before the last one is "." or "..", only the last can be
+ * a symlink, and only a call that follows it walks it (a trailing "/"
+ * follows it always). Otherwise one openat2 (symlink_on_path). */
+static int symlink_walked(const struct um_decide_in *in, int sc, int s, const char *raw)
+{
+    const struct um_decide_slot *st = &in->slot[s];
+    int follow = follows_last(in, sc, s);
+    if (st->state != UM_SLOT_PATH || st->str[0] == '/' || !st->base_known || st->base[0] != '/')
+        return symlink_on_path(raw, follow);
+    const char *c = st->str, *name = NULL, *comp;
+    size_t len = 0, name_len = 0;
+    while ((comp = next_comp(&c, &len)) != NULL) {
+        if (name)
+            return symlink_on_path(raw, follow); /* a name walked as a directory */
+        if (!comp_is(comp, len, "..")) {
+            name = comp;
+            name_len = len;
+        }
+    }
+    if (!name)
+        return 0; /* "." and ".." alone: directories, no link */
+    if (name[name_len] == '/')
+        return symlink_on_path(raw, 1); /* "name/" or "name/.": followed, as a directory */
+    if (!follow)
+        return 0;
+    if (strncmp(raw, "/proc/", 6) == 0)
+        return 0; /* as symlink_on_path: the kernel resolves procfs's links right */
+    /* the last component alone may be one: readlink says (EINVAL: not one) */
+    char link[2];
+    return readlink(raw, link, sizeof link) >= 0;
+}
+
 static int claim_of(int abi, uint64_t nr, int sc)
 {
     if (abi < 0 || abi >= UM_NABI)
@@ -840,7 +900,7 @@ int um_decide(struct um_decide_in *in)
                 continue;
             }
         }
-        if (in->walk && check_symlinks && nprefixes > 0 && symlink_on_path(raw)) {
+        if (in->walk && check_symlinks && nprefixes > 0 && symlink_walked(in, sc, s, raw)) {
             if (writes < 0)
                 writes = call_writes(in, sc);
             python = walk_needs_python(raw, writes);

@@ -114,6 +114,9 @@ struct path_arg {
     signed char path;     /* arg index of the path, -1 = none */
     signed char dirfd;    /* arg index of its dirfd, -1 = relative to cwd */
     signed char emptyflg; /* arg index of AT flags honouring AT_EMPTY_PATH, -1 = none */
+    signed char nofollow; /* UM_FOLLOWS or UM_NOFOLLOW_* (-1: follows) */
+    signed char nofollow_arg; /* the argument its rule reads */
+    uint32_t nofollow_mask;   /* ... and the bits it tests there */
 };
 
 struct regmap {

@@ -22,21 +22,33 @@ static int serve_req(const struct seccomp_notif *req, int how);
 #define NOTIF_STALE -1   /* dropped: as one RECV could not take */
 #define NOTIF_REFUSED -2 /* resp says the errno */
 
+/* Is the notification stale, now that C read the caller's memory or /proc
+ * files (the caller died, or a signal ended its wait: what was read may be
+ * another process's)? */
+static int stale(const struct seccomp_notif *req)
+{
+    if (ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) == 0)
+        return 0;
+    stats.notif_stale++;
+    return 1;
+}
+
 /* Decide a notified call of tid into dec: UM_DECIDE_NATIVE or _PYTHON;
  * NOTIF_REFUSED with the errno in resp (ENOSYS, EACCES); NOTIF_STALE if the
- * notification is no longer valid once C read the caller's memory or /proc
- * files (the caller died, or a signal ended its wait). */
-static int decide_notif(pid_t tid, const struct seccomp_notif *req, int abi, struct seccomp_notif_resp *resp)
+ * notification is no longer valid once C read what it decided on. A call
+ * to let run is not checked here: its answer, CONTINUE, is all that acts on
+ * it, and the kernel refuses that answer to a stale notification (ENOENT)
+ * as it would refuse the check; what acts on the thread (an interrupt, for
+ * Python or for pinning) is checked first. *read: whether C read. */
+static int decide_notif(pid_t tid, const struct seccomp_notif *req, int abi, struct seccomp_notif_resp *resp,
+                        int *read)
 {
-    int read;
     dec.abi = abi;
     dec.nr = req->data.nr;
     memcpy(dec.args, req->data.args, sizeof dec.args);
-    int d = decide_call(tid, &dec, &read);
-    if (read && ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) != 0) {
-        stats.notif_stale++;
+    int d = decide_call(tid, &dec, read);
+    if (*read && d != UM_DECIDE_NATIVE && stale(req))
         return NOTIF_STALE;
-    }
     int err = refusal(tid, d);
     if (err) {
         stats.refused++;
@@ -131,7 +143,8 @@ static int serve_req(const struct seccomp_notif *req, int how)
             ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
             return 1;
         }
-        int d = decide_notif(tid, req, abi, &resp);
+        int read;
+        int d = decide_notif(tid, req, abi, &resp, &read);
         if (d == NOTIF_STALE)
             return 1;
         if (d == NOTIF_REFUSED) {
@@ -144,6 +157,8 @@ static int serve_req(const struct seccomp_notif *req, int how)
                 decided_again(dec.sc, d); /* the main thread decides it again */
                 return 0;
             }
+            if (read && stale(req))
+                return 1;
             if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) == 0) {
                 thr(tid)->redirected = 1;
                 return 1;

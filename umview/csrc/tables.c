@@ -149,6 +149,19 @@ int um_set_path_arg(int abi, int sc, int slot, int path_idx, int dirfd_idx, int 
     return r;
 }
 
+int um_set_nofollow(int abi, int sc, int slot, int kind, int arg, uint32_t mask)
+{
+    if (abi < 0 || abi >= UM_NABI || sc < 0 || sc >= nsc || slot < 0 || slot >= PATH_SLOTS || kind < UM_FOLLOWS ||
+        kind > UM_NOFOLLOW_OPENHOW || arg < -1 || arg > 5 || (arg < 0 && kind > UM_NOFOLLOW_ALWAYS))
+        return -EINVAL;
+    tables_write_lock();
+    path_args[abi][sc][slot].nofollow = (signed char)kind;
+    path_args[abi][sc][slot].nofollow_arg = (signed char)arg;
+    path_args[abi][sc][slot].nofollow_mask = mask;
+    tables_write_unlock();
+    return 0;
+}
+
 static int um_set_claim_unlocked(int abi, int sc, int mode)
 {
     if (abi < 0 || abi >= UM_NABI || sc < 0 || sc >= nsc)
