@@ -1,8 +1,8 @@
 """The `umview` command."""
 import argparse
 import errno
+import functools
 import importlib
-import importlib.util
 import os
 import sys
 
@@ -47,13 +47,37 @@ SANDBOX_PRESETS = ("default", "net", "ro")
 ROOTFS_HOST_PATHS = ("/proc", "/sys", "/dev", "/tmp", "/run", "/etc/resolv.conf", "/etc/hosts")
 
 
+@functools.cache
+def _help_width():
+    """The terminal's width, as argparse takes it (shutil.get_terminal_size),
+    asked once: argparse asks again for every formatter it makes (once per
+    add_argument, to check the metavar) and imports shutil to do it, 5 ms of
+    every start."""
+    columns = 0
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        pass
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            pass
+    return (columns if columns > 0 else 80) - 2
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    def __init__(self, prog, *args, width=None, **kw):
+        super().__init__(prog, *args, width=_help_width() if width is None else width, **kw)
+
+
 def build_parser():
     p = argparse.ArgumentParser(
         prog="umview",
         description="Run a command whose processes see the real system, except where a "
         "loaded engine or module changes their view (a partial virtual machine).",
         epilog=USAGE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     p.add_argument("command", nargs=argparse.REMAINDER,
                    help="the command and its arguments (default: $SHELL, else /bin/sh)")
@@ -151,8 +175,10 @@ def load_engine(spec):
         if not os.path.exists(where):
             raise ValueError(f"--engine {spec!r}: no such file {where!r}")
         name = "umview_engine_" + os.path.splitext(os.path.basename(where))[0]
-        mod_spec = importlib.util.spec_from_file_location(name, where)
-        module = importlib.util.module_from_spec(mod_spec)
+        import importlib.util as import_util  # lazy: only an engine given as a file needs it
+
+        mod_spec = import_util.spec_from_file_location(name, where)
+        module = import_util.module_from_spec(mod_spec)
         mod_spec.loader.exec_module(module)
     else:
         module = importlib.import_module(where)

@@ -232,6 +232,8 @@ void um_set_servers(int n);
 void um_tables_begin(void);
 void um_tables_end(void);
 int um_prefix_kind(const char *path); /* the kind a path falls under, -1 for none */
+/* openat2(2) in the monitor itself (Python has no binding): an fd, or -errno */
+int um_openat2(int dirfd, const char *path, uint64_t flags, uint64_t resolve);
 
 /* the layer set: absolute virtual paths under layered prefixes */
 #define UM_LAYER_DIR 1  /* an upper directory the lower shows through: names below it

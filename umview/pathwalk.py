@@ -134,38 +134,13 @@ def _under(comps, prefixes):
 
 _RESOLVE_NO_SYMLINKS = 0x04
 _RESOLVE_BENEATH = 0x08
-_SYS_openat2 = 437  # the same number on x86_64 and i386 (and aarch64)
 _O_LOOKUP = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-_openat2_call = None
-
-
-def _openat2_fn():
-    """The openat2 system call through ctypes, made at its first use (ctypes
-    costs a few ms of start-up that a view whose paths never reach Python
-    need not pay)."""
-    global _openat2_call
-    if _openat2_call is None:
-        import ctypes
-
-        class OpenHow(ctypes.Structure):
-            _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.syscall.restype = ctypes.c_long
-
-        def call(path, dir_fd, flags, resolve):
-            how = OpenHow(flags, 0, resolve)
-            fd = libc.syscall(ctypes.c_long(_SYS_openat2), ctypes.c_int(dir_fd), ctypes.c_char_p(path),
-                              ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
-            return fd if fd >= 0 else -ctypes.get_errno()
-        _openat2_call = call
-    return _openat2_call
-
-
 def _openat2(path, dir_fd, flags, resolve):
-    fd = _openat2_fn()(path, dir_fd, flags, resolve)
+    from umview.core import lib  # the C core's binding (Python has none)
+
+    fd = lib.um_openat2(dir_fd, path, flags, resolve)
     if fd < 0:
         raise OSError(-fd, os.strerror(-fd), path)
     return fd

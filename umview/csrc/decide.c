@@ -125,6 +125,13 @@ static int base_under(const char *base, int i)
 
 int um_prefix_kind(const char *p) { return p[0] == '/' ? prefix_kind_of(p) : -EINVAL; }
 
+int um_openat2(int dirfd, const char *path, uint64_t flags, uint64_t resolve)
+{
+    struct um_open_how how = {flags, 0, resolve};
+    int fd = (int)syscall(437 /* openat2 */, dirfd, path, &how, sizeof how);
+    return fd < 0 ? -errno : fd;
+}
+
 
 /* Is there a symlink on this absolute path (as the kernel would walk it,
  * ".." included, the last component followed if follow)? One openat2 with
