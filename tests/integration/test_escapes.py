@@ -360,6 +360,11 @@ def test_an_escape_attempt_from_a_sandbox_leaves_the_real_files_untouched(progs,
         before = snapshot(os.path.dirname(victim))
         # (its output is read to the end: a child that outlives it, holding stdout, has finished)
         native = run(mount_ns(case, user) + as_user(user, command(progs, case, victim)), timeout=60)
+        for _ in range(2):
+            # a race the machine's load kept the program from winning: again
+            if native.returncode != 1 or b"no open reached the victim" not in native.stderr:
+                break
+            native = run(mount_ns(case, user) + as_user(user, command(progs, case, victim)), timeout=60)
         if native.returncode == UNSUPPORTED:
             pytest.skip(_output(native))
         assert native.returncode == 0, f"natively the program failed: {_output(native)}"
