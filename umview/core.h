@@ -456,6 +456,9 @@ struct um_decide_in {
                               * call under (emulate.c), -1 if none; um_decide then says PYTHON */
 };
 int um_decide(struct um_decide_in *in);
+/* whether call sc (of in->abi, with in->args, and in->how_* for openat2)
+ * follows a symlink in the last component of path slot (um_set_nofollow) */
+int um_follows_last(const struct um_decide_in *in, int sc, int slot);
 void um_set_symlink_check(int on);
 void um_set_families(uint64_t bits); /* bit f: socket family f is claimed (UM_CLAIM_FAMILY) */
 void um_restore_signals(void);

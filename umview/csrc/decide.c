@@ -704,6 +704,8 @@ int decided_writes(const struct um_decide_in *in) { return in->sc >= 0 && call_w
  * (syscalls.follows_last; an open_how it could not read: it follows) */
 static int follows_last(const struct um_decide_in *in, int sc, int s)
 {
+    if (in->abi < 0 || in->abi >= UM_NABI || sc < 0 || sc >= nsc || s < 0 || s >= PATH_SLOTS)
+        return 1;
     const struct path_arg *pa = &path_args[in->abi][sc][s];
     uint64_t a = pa->nofollow_arg >= 0 ? in->args[pa->nofollow_arg] : 0;
     switch (pa->nofollow) {
@@ -721,6 +723,8 @@ static int follows_last(const struct um_decide_in *in, int sc, int s)
         return 1;
     }
 }
+
+int um_follows_last(const struct um_decide_in *in, int sc, int slot) { return follows_last(in, sc, slot); }
 
 /* Does the kernel meet a symlink on slot s's path (raw: made absolute, not
  * normalized)? Most calls are answered without a system call. A relative
