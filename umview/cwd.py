@@ -74,11 +74,12 @@ class CwdTracker(Engine):
     mirrors_mounts = True
     # fchdir always (is the fd one opened through a mount?); getcwd and chdir
     # of threads with a virtual cwd (chdir under a mount is a path claim);
-    # execve always while a redirecting mount exists (its #! interpreter may
-    # lie under it), else as a path call
+    # execve as a path call, and while a redirecting mount exists also where
+    # the #! interpreter or ELF loader it runs lies under it (the C core
+    # reads the program's head: exec_syscalls)
     syscalls = frozenset({"fchdir", "chroot"})
     vcwd_syscalls = frozenset({"getcwd", "chdir"})
-    EXEC_ALWAYS = frozenset({"fchdir", "chroot", "execve", "execveat"})
+    EXECS_RUN = frozenset({"execve", "execveat"})
     newest = True
     mounts_later = True
     walks_symlinks = True
@@ -110,7 +111,7 @@ class CwdTracker(Engine):
         # an interpreter there is found by the kernel, one in the upper layer
         # is behind a path the layer set names (its script's call reaches us)
         redirecting = any(m.target in m.prefixes or m.target in m.kernel_prefixes for m in mounts)
-        self.syscalls = self.EXEC_ALWAYS if redirecting else frozenset({"fchdir", "chroot"})
+        self.exec_syscalls = self.EXECS_RUN if redirecting else frozenset()
         # claim what the mounts claim, with the same kinds: a layered mount
         # lets the C core keep most calls under it, and so must the tracker
         self.prefixes = tuple(dict.fromkeys(p for m in mounts for p in m.prefixes))

@@ -118,6 +118,10 @@ class Engine:
     #: calls this engine sees from threads whose cwd is virtual (the cwd
     #: tracker's getcwd); the C core knows which threads those are
     vcwd_syscalls = frozenset()
+    #: execs (execve, execveat) this engine sees when its program's path
+    #: would reach it, or the #! interpreter or ELF loader the program names
+    #: (the C core reads the program's head): with prefixes, as path calls
+    exec_syscalls = frozenset()
     #: bind/connect that this engine sees when their address is an AF_UNIX
     #: path (the C core reads its first bytes); other families never stop
     #: in Python

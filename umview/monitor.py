@@ -350,6 +350,9 @@ class Dispatcher:
             for name in e.vcwd_syscalls:
                 self._check_name(e, name)
                 modes[name] = modes.get(name, 0) | lib.UM_CLAIM_VCWD
+            for name in e.exec_syscalls:
+                self._check_name(e, name)
+                modes[name] = modes.get(name, 0) | lib.UM_CLAIM_PATH | lib.UM_CLAIM_EXEC
             for name in e.value_syscalls:
                 self._check_name(e, name)
                 modes[name] = modes.get(name, 0) | lib.UM_CLAIM_ALL
@@ -434,9 +437,12 @@ class Dispatcher:
             # here) instead of a ptrace stop (45 us); Python's calls pay a
             # second stop. Claims of every call, and a plain "/" prefix, stay
             # ptrace; a layered "/" keeps most calls in C, so it notifies.
+            # An exec is never a notification: an inner tracer's own RET_TRACE
+            # for it (strace --seccomp-bpf) must stop it before its exec event
+            # (answered from a notification, strace saw a "stray" exec event)
             how = (lib.UM_TRAP_NOTIF if self.notif and not mode & ~(lib.UM_CLAIM_PATH | lib.UM_CLAIM_FD | lib.UM_CLAIM_VCWD
                                                                      | lib.UM_CLAIM_CREDS)
-                   and not plain_root else lib.UM_TRAP_TRACE)
+                   and not plain_root and name not in _EXECS else lib.UM_TRAP_TRACE)
             if how == lib.UM_TRAP_NOTIF and layered and self.table.writes_by_flags(name):
                 # an open for writing under a layered mount goes to Python
                 # (copy-up, a new name in the upper layer): a ptrace stop at
@@ -568,6 +574,10 @@ def _servers():
             _log().warning("UMVIEW_SERVERS=%s is not a number: one serving thread per CPU", value)
     cpus = len(os.sched_getaffinity(0))
     return cpus if cpus > 1 else 0
+
+
+#: the exec calls: trapped by ptrace stops, never by notifications (load_into_core)
+_EXECS = frozenset({"execve", "execveat"})
 
 
 def _set_claim(sc, mode):
