@@ -697,9 +697,6 @@ int decided_writes(const struct um_decide_in *in) { return in->sc >= 0 && call_w
 /* the decision                                                        */
 /* ------------------------------------------------------------------ */
 
-/* The claim bits of a call: its entry in the claim table; for a number no
- * table knows, refused if the filter traps it (a control call with no one
- * to answer: ENOSYS) or from an ABI no one decodes, else none. */
 /* Does the call follow a symlink in the last component of path slot s?
  * (syscalls.follows_last; an open_how it could not read: it follows) */
 static int follows_last(const struct um_decide_in *in, int sc, int s)
@@ -763,6 +760,9 @@ static int symlink_walked(const struct um_decide_in *in, int sc, int s, const ch
     return readlink(raw, link, sizeof link) >= 0;
 }
 
+/* The claim bits of a call: its entry in the claim table; for a number no
+ * table knows, refused if the filter traps it (a control call with no one
+ * to answer: ENOSYS) or from an ABI no one decodes, else none. */
 static int claim_of(int abi, uint64_t nr, int sc)
 {
     if (abi < 0 || abi >= UM_NABI)
@@ -772,13 +772,6 @@ static int claim_of(int abi, uint64_t nr, int sc)
     return (nr & ~(uint64_t)X32_BIT) != UM_NR_CONTROL && !trap[abi][nr & (MAX_NR - 1)] ? 0 : UM_CLAIM_REFUSE;
 }
 
-/* Does Python need to see this call, from what was gathered and the
- * tables? For each path argument: under a plain prefix, yes; under a
- * layered one (and no real one inside it), if the call writes or the layer
- * set names the path; and if a symlink is on the way, whatever the walk
- * finds (see docs/internals.md). An empty or NULL path names its dirfd:
- * whoever owns that fd decides, not the prefix table (fd_check). Every path
- * slot is resolved for the event, also once the answer is known. */
 /* ------------------------------------------------------------------ */
 /* exec: what the program runs                                          */
 /* ------------------------------------------------------------------ */
@@ -914,6 +907,13 @@ static int exec_needs_python(const char *path)
     return answer;
 }
 
+/* Does Python need to see this call, from what was gathered and the
+ * tables? For each path argument: under a plain prefix, yes; under a
+ * layered one (and no real one inside it), if the call writes or the layer
+ * set names the path; and if a symlink is on the way, whatever the walk
+ * finds (see docs/internals.md). An empty or NULL path names its dirfd:
+ * whoever owns that fd decides, not the prefix table (fd_check). Every path
+ * slot is resolved for the event, also once the answer is known. */
 int um_decide(struct um_decide_in *in)
 {
     int abi = in->abi;
