@@ -165,9 +165,14 @@ def test_views_nest_three_deep_in_order():
 def test_the_inner_views_engines_are_gone_when_its_command_ends(tmp_path):
     layer = tmp_path / "layer"
     layer.mkdir()
-    shm = "ls /dev/shm | grep -c '^umview-'"
+    # the cow mount's listings go to $XDG_RUNTIME_DIR (else /dev/shm): one of
+    # this test's own, so that no other umview running meanwhile is counted
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    shm = f"ls {runtime} | grep -c '^umview-'"
     r = outer(f"{shm}; {UMVIEW} -p viewfs,mount={layer}:/tmp:cow -p unreal -- sh -c '{shm}; um_ls_service'; "
-              f"echo --; {shm}; um_ls_service -e; test -e /unreal/etc/hostname || echo gone", "-p", "trace,/dev/null")
+              f"echo --; {shm}; um_ls_service -e; test -e /unreal/etc/hostname || echo gone", "-p", "trace,/dev/null",
+              env=dict(env(), XDG_RUNTIME_DIR=str(runtime)))
     assert r.returncode == 0, r.stderr
     before, inside, rest = r.stdout.decode().split("\n", 2)
     listing, _, after = rest.partition("--\n")
