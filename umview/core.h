@@ -30,12 +30,12 @@
                             * as the notification itself (UM_EV_NOTIF), not redirected */
 #define UM_CLAIM_UNIXADDR 128 /* bind/connect whose address (args[1], length args[2]) is an
                                * AF_UNIX path (not abstract): an unreadable one stays the kernel's */
-#define UM_CLAIM_EXEC 512  /* with UM_CLAIM_PATH, an exec: its #! interpreter or ELF loader
-                            * (PT_INTERP) is checked as its path is (Engine.exec_syscalls) */
 #define UM_CLAIM_CREDS 256 /* a call that may change what the kernel checks a process's
                            * access with (setuid, setgroups, capset, unshare, setns,
                            * landlock_restrict_self...): C serves no call of that
                            * thread again before it has looked at it anew */
+#define UM_CLAIM_EXEC 512  /* with UM_CLAIM_PATH, an exec: its #! interpreter or ELF loader
+                            * (PT_INTERP) is checked as its path is (Engine.exec_syscalls) */
 
 /* how the filter traps a number: a ptrace stop, or a seccomp user
  * notification (for calls C decides alone; see docs/internals.md) */

@@ -79,7 +79,6 @@ class CwdTracker(Engine):
     # reads the program's head: exec_syscalls)
     syscalls = frozenset({"fchdir", "chroot"})
     vcwd_syscalls = frozenset({"getcwd", "chdir"})
-    EXECS_RUN = frozenset({"execve", "execveat"})
     newest = True
     mounts_later = True
     walks_symlinks = True
@@ -111,7 +110,7 @@ class CwdTracker(Engine):
         # an interpreter there is found by the kernel, one in the upper layer
         # is behind a path the layer set names (its script's call reaches us)
         redirecting = any(m.target in m.prefixes or m.target in m.kernel_prefixes for m in mounts)
-        self.exec_syscalls = self.EXECS_RUN if redirecting else frozenset()
+        self.exec_syscalls = frozenset(EXECS) if redirecting else frozenset()
         # claim what the mounts claim, with the same kinds: a layered mount
         # lets the C core keep most calls under it, and so must the tracker
         self.prefixes = tuple(dict.fromkeys(p for m in mounts for p in m.prefixes))

@@ -63,6 +63,11 @@ def decide_exec(top, name, content=None, mode=0o755):
         with open(path, "wb") as f:
             f.write(content)
         os.chmod(path, mode)
+    return decide_path(path)
+
+
+def decide_path(path):
+    """um_decide for execve of the absolute path."""
     d = ffi.new("struct um_decide_in *")
     d.abi = lib.UM_ABI_X86_64
     d.nr = NR_EXECVE
@@ -117,12 +122,4 @@ def test_an_exec_the_kernel_fails_anyway_stays_with_the_kernel(tree, tmp_path):
 
 
 def test_an_exec_of_a_program_under_a_prefix_goes_to_python(tree):
-    d = ffi.new("struct um_decide_in *")
-    d.abi = lib.UM_ABI_X86_64
-    d.nr = NR_EXECVE
-    d.args = [1, 0, 0, 0, 0, 0]
-    d.walk = 1
-    d.slot[0].state = lib.UM_SLOT_PATH
-    d.slot[0].str = tree + b"/plain/prog"
-    d.slot[1].state = lib.UM_SLOT_NONE
-    assert lib.um_decide(d) == PYTHON
+    assert decide_path(tree + b"/plain/prog") == PYTHON
