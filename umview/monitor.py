@@ -563,17 +563,17 @@ def _run_engine(engine, hook, call):
 
 def _servers():
     """How many threads serve notifications beside the main one (the C
-    core's servers.c, which let them in only while calls overlap): one kept
-    on each CPU the monitor may run on, where there are two or more;
-    UMVIEW_SERVERS=N says N (0: the main thread alone)."""
+    core's servers.c): the lead, which takes them all while calls do not
+    overlap, and, where the monitor may run on two CPUs or more, one kept on
+    each of them while calls overlap; UMVIEW_SERVERS=N says N (1: the lead
+    alone; 0: none, the main thread serves)."""
     value = os.environ.get("UMVIEW_SERVERS")
     if value is not None:
         try:
             return int(value)
         except ValueError:
             _log().warning("UMVIEW_SERVERS=%s is not a number: one serving thread per CPU", value)
-    cpus = len(os.sched_getaffinity(0))
-    return cpus if cpus > 1 else 0
+    return len(os.sched_getaffinity(0))
 
 
 #: the exec calls: trapped by ptrace stops, never by notifications (load_into_core)

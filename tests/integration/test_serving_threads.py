@@ -1,4 +1,5 @@
-"""Notifications served by threads beside the main one (UMVIEW_SERVERS,
+"""Notifications served by threads beside the main one (UMVIEW_SERVERS: the
+lead alone, with threads kept on a CPU, on any CPU, or the main thread alone;
 umview/csrc/servers.c): processes on both CPUs at once, calls the C core
 answers on a serving thread, calls handed to the main thread for Python, and
 the same answers as natively."""
@@ -19,7 +20,7 @@ SCRIPT = ('work() { i=0; while [ $i -lt 150 ]; do cat "$1/etc/hostname"; test -e
 
 
 @pytest.mark.parametrize("user", ["root", "nobody"])
-@pytest.mark.parametrize("servers", ["2", "-2"])
+@pytest.mark.parametrize("servers", ["2", "-2", "1", "0"])
 def test_two_processes_at_once_get_the_same_answers_with_serving_threads(user, servers):
     need_user(user)
     out = f"/tmp/umview-serving-{os.getpid()}-{user}-{servers.strip('-')}"

@@ -291,8 +291,7 @@ void pin_restore(pid_t tid, int execed);
 extern int servers_running, handover_fd;
 void servers_start(void);
 void servers_stop(void);
-int servers_polling(void);   /* do serving threads poll the listener now (not the main thread)? */
-void servers_activate(void); /* calls overlap: let the serving threads poll */
+int servers_polling(void);   /* do serving threads take the notifications now (not the main thread)? */
 void tables_write_lock(void);   /* around every change of what serving threads read */
 void tables_write_unlock(void);
 int handover_take(struct seccomp_notif *req); /* 1 and *req: one handed to the main thread */

@@ -66,18 +66,7 @@ void serve_notification(int may_hand)
     if (ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_RECV, &req))
         return; /* interrupted, or the caller is gone */
     stats.notifications++;
-    /* another call waiting while this one is not answered yet: calls
-     * overlap (a process waiting for this answer makes no other), and the
-     * serving threads take over while they do (servers.c). Looked at only
-     * when the caller is not the last one: one thread's calls come one at a
-     * time, and a poll for each of them cost find 2-4% */
-    static pid_t last_caller;
-    struct pollfd q = {.fd = listener_fd, .events = POLLIN};
-    int overlap = servers_running && (pid_t)req.pid != last_caller && poll(&q, 1, 0) == 1 && (q.revents & POLLIN);
-    last_caller = (pid_t)req.pid;
     serve_req(&req, may_hand ? SERVE_MAY_HAND : 0);
-    if (overlap)
-        servers_activate();
 }
 
 /* Serve the notifications serving threads handed over (servers.c), until

@@ -1,23 +1,27 @@
-/* servers.c - serving notifications on more than one thread
+/* servers.c - serving notifications on threads beside the main one
  *
- * One monitor thread serving every notification serializes the calls of
- * processes that run on different CPUs: under make -j2 the second compiler's
- * call waits while the first one's is answered, and the callers gather on
- * one CPU. So the listener also has serving threads (um_set_servers: one per
- * CPU by default), each kept on its CPU. They sleep until the main thread,
- * which polls the listener as before, finds a second call waiting while it
- * has not answered the first (calls overlap: servers_activate); then each
- * polls the listener, the kernel wakes them on the caller's CPU
- * (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP) and the one there takes the call;
- * after IDLE_MS with no overlap they sleep again and the main thread polls.
- * A serving thread answers what C decides alone: the calls let through,
- * refused, or served under a move mount (emulate.c). Anything that needs
- * ptrace or Python (an interrupt to redirect the call, pinned paths, a
- * process's own filters, the region's guard) it hands to the main thread,
- * which owns ptrace: the notification, still unanswered, goes into a queue
- * and an eventfd wakes the main loop, which decides it anew (serve_req) as
- * if it had received it itself. While serving threads poll, the main
- * thread receives no notification itself.
+ * The main thread owns ptrace and serves the stops; notifications need no
+ * ptrace, and a thread that waits for nothing else can block in RECV, where
+ * the main thread would poll the listener with its other fds first (a
+ * system call more for each notification). So the lead, a serving thread on
+ * no CPU of its own, takes every notification. It follows the callers from
+ * CPU to CPU (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP wakes it on the caller's),
+ * which serializes processes that run on different CPUs: under make -j2 the
+ * second compiler's call waits while the first one's is answered, and the
+ * callers gather on one CPU. So there are also threads kept on a CPU each
+ * (um_set_servers: one per CPU by default). They sleep until the lead finds
+ * a second call waiting while it has not answered the first (calls overlap:
+ * servers_activate); then the lead sleeps and each of them waits in RECV,
+ * the kernel wakes them on the caller's CPU and the one there takes the
+ * call; after IDLE_MS in which no two of them served at once they sleep
+ * again and the last one wakes the lead. A serving thread answers what C
+ * decides alone: the calls let through, refused, or served under a move
+ * mount (emulate.c). Anything that needs ptrace or Python (an interrupt to
+ * redirect the call, pinned paths, a process's own filters, the region's
+ * guard) it hands to the main thread, which owns ptrace: the notification,
+ * still unanswered, goes into a queue and an eventfd wakes the main loop,
+ * which decides it anew (serve_req) as if it had received it itself. While
+ * serving threads run, the main thread receives no notification itself.
  *
  * What the serving threads read, Python changes from the main thread: the
  * tables (claims, prefixes, the layer set, traps) and the memories of
@@ -33,13 +37,15 @@
 #include "internal.h"
 #include <pthread.h>
 #include <sys/eventfd.h>
+#include <time.h>
 
-#define MAX_SERVERS 16
+#define MAX_SERVERS 17 /* the lead and 16 kept on a CPU */
 
 static int wanted;          /* um_set_servers: how many to start with the listener */
-static int servers_active;  /* how many poll the listener now (the main thread does not then) */
-static int wake_fd[MAX_SERVERS]; /* eventfds: a serving thread's turn to poll */
-#define IDLE_MS 100 /* a serving thread that saw no two calls overlap this long leaves them to the main thread */
+static int servers_active;  /* how many of those kept on a CPU serve now (the lead does not then) */
+static int wake_fd[MAX_SERVERS]; /* eventfds: a serving thread's turn to serve */
+static int lead_alive;      /* the lead serves, or hands to those kept on a CPU: the main thread polls no listener */
+#define IDLE_MS 100 /* serving threads that saw no two calls served at once this long leave them to the lead */
 
 static long now_ms(void)
 {
@@ -69,11 +75,13 @@ static uint64_t *live_sc[MAX_SERVERS][2];
 static struct um_stats ended_stats;
 static uint64_t ended_sc[2][MAX_SC];
 
+/* n: 0, none (the main thread serves); 1, the lead alone; n >= 2, the lead
+ * and n threads kept on a CPU each while calls overlap; -n, those n on any CPU */
 void um_set_servers(int n)
 {
-    pin_servers = n >= 0; /* negative: -n threads, on any CPU */
+    pin_servers = n >= 0;
     n = n < 0 ? -n : n;
-    wanted = n > MAX_SERVERS ? MAX_SERVERS : n;
+    wanted = n > MAX_SERVERS - 1 ? MAX_SERVERS - 1 : n;
 }
 
 /* writers first: the serving threads read almost always, and the main
@@ -165,6 +173,153 @@ void handover_drain(void)
 
 static void wake(int sig) { (void)sig; }
 
+static void stats_enter(int i)
+{
+    pthread_mutex_lock(&stats_mu);
+    live_stats[i] = &stats;
+    live_sc[i][0] = sc_counts(0);
+    live_sc[i][1] = sc_counts(1);
+    pthread_mutex_unlock(&stats_mu);
+}
+
+static void stats_leave(int i)
+{
+    pthread_mutex_lock(&stats_mu);
+    uint64_t *s = (uint64_t *)&stats, *e = (uint64_t *)&ended_stats;
+    for (size_t k = 0; k < sizeof stats / sizeof(uint64_t); k++)
+        e[k] += s[k];
+    for (int w = 0; w < 2; w++)
+        for (int k = 0; k < MAX_SC; k++)
+            ended_sc[w][k] += live_sc[i][w][k];
+    live_stats[i] = NULL;
+    live_sc[i][0] = live_sc[i][1] = NULL;
+    pthread_mutex_unlock(&stats_mu);
+}
+
+static void wake_main(void)
+{
+    uint64_t one = 1;
+    if (write(handover_fd, &one, sizeof one) != sizeof one) {
+        /* full: it wakes anyway */
+    }
+}
+
+/* Take the next notification into *req: 1; 0 when RECV was interrupted (a
+ * signal: the tick, or stopping) or the caller is gone; -1 when every
+ * process with the filter is gone. RECV, not poll: a thread woken in RECV
+ * that finds the call taken by another sleeps again in the kernel, where a
+ * poller would return, look, and contend for the listener's lock with the
+ * thread that takes it. */
+static int take(struct seccomp_notif *req)
+{
+    memset(req, 0, sizeof *req);
+    if (ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_RECV, req) == 0)
+        return 1;
+    if (errno == EINTR)
+        return 0;
+    struct pollfd p = {.fd = listener_fd, .events = POLLIN};
+    if (errno == ENOENT && !(poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLNVAL))))
+        return 0; /* the caller is gone */
+    return -1;
+}
+
+static void answer(const struct seccomp_notif *req)
+{
+    pthread_rwlock_rdlock(&tables_rw);
+    int mine = serve_alone(req);
+    pthread_rwlock_unlock(&tables_rw);
+    if (!mine)
+        handover(req);
+}
+
+static void servers_activate(void);
+
+/* The lead: every notification while calls do not overlap. It looks for a
+ * second call waiting (a process waiting for an answer makes no other call,
+ * so two waiting calls are two callers) only when the caller is not the
+ * last one: one thread's calls come one at a time. */
+static void lead_loop(void)
+{
+    pid_t last_caller = 0;
+    while (!stopping) {
+        if (__atomic_load_n(&servers_active, __ATOMIC_SEQ_CST) > 0) {
+            uint64_t n; /* those kept on a CPU serve: asleep until the last one is idle */
+            if (read(wake_fd[0], &n, sizeof n) < 0) {
+                /* EINTR: stopping? */
+            }
+            continue;
+        }
+        struct seccomp_notif req;
+        int r = take(&req);
+        if (r < 0)
+            break;
+        if (r == 0)
+            continue;
+        struct pollfd q = {.fd = listener_fd, .events = POLLIN};
+        int overlap = servers_running > 1 && (pid_t)req.pid != last_caller && poll(&q, 1, 0) == 1 &&
+                      (q.revents & POLLIN);
+        last_caller = (pid_t)req.pid;
+        answer(&req);
+        if (overlap)
+            servers_activate();
+    }
+}
+
+static long last_overlap; /* now_ms() when two serving threads last served at once */
+static int in_flight;     /* how many of those kept on a CPU serve a call now */
+
+/* One kept on a CPU: asleep until calls overlap, then every notification
+ * the kernel gives it until IDLE_MS pass in which no two of them served at
+ * once. A tick every IDLE_MS ends a RECV that waits, so that it sees that. */
+static void cpu_loop(int i)
+{
+    timer_t tick;
+    struct sigevent ev;
+    memset(&ev, 0, sizeof ev);
+    ev.sigev_notify = SIGEV_THREAD_ID;
+    ev.sigev_signo = SIGRTMIN + 6;
+#ifdef sigev_notify_thread_id
+    ev.sigev_notify_thread_id = (pid_t)syscall(SYS_gettid);
+#else
+    ev._sigev_un._tid = (pid_t)syscall(SYS_gettid); /* glibc before 2.35 names it so only */
+#endif
+    int ticking = timer_create(CLOCK_MONOTONIC, &ev, &tick) == 0;
+    struct itimerspec every = {{0, IDLE_MS * 1000000L}, {0, IDLE_MS * 1000000L}}, never;
+    memset(&never, 0, sizeof never);
+    int gone = 0;
+    while (!stopping && !gone) {
+        uint64_t n;
+        if (read(wake_fd[i], &n, sizeof n) < 0)
+            continue; /* EINTR: stopping? */
+        if (ticking)
+            timer_settime(tick, 0, &every, NULL);
+        while (!stopping && now_ms() - __atomic_load_n(&last_overlap, __ATOMIC_RELAXED) < IDLE_MS) {
+            struct seccomp_notif req;
+            int r = take(&req);
+            if (r < 0) {
+                gone = 1;
+                break;
+            }
+            if (r == 0)
+                continue;
+            if (__atomic_add_fetch(&in_flight, 1, __ATOMIC_SEQ_CST) > 1)
+                __atomic_store_n(&last_overlap, now_ms(), __ATOMIC_RELAXED); /* another one serves beside it */
+            answer(&req);
+            __atomic_sub_fetch(&in_flight, 1, __ATOMIC_SEQ_CST);
+        }
+        if (ticking)
+            timer_settime(tick, 0, &never, NULL);
+        if (__atomic_sub_fetch(&servers_active, 1, __ATOMIC_SEQ_CST) == 0) {
+            uint64_t one = 1; /* the last one: the lead serves again */
+            if (write(wake_fd[0], &one, sizeof one) != sizeof one) {
+                /* cannot be full */
+            }
+        }
+    }
+    if (ticking)
+        timer_delete(tick);
+}
+
 static void *serve_loop(void *arg)
 {
     int i = (int)(intptr_t)arg;
@@ -180,82 +335,30 @@ static void *serve_loop(void *arg)
     sigfillset(&only);
     sigdelset(&only, SIGRTMIN + 6);
     pthread_sigmask(SIG_SETMASK, &only, NULL);
-    pthread_mutex_lock(&stats_mu);
-    live_stats[i] = &stats;
-    live_sc[i][0] = sc_counts(0);
-    live_sc[i][1] = sc_counts(1);
-    pthread_mutex_unlock(&stats_mu);
-    while (!stopping) {
-        /* asleep until the main thread sees calls overlap (servers_activate) */
-        uint64_t n;
-        if (read(wake_fd[i], &n, sizeof n) < 0)
-            continue; /* EINTR: stopping? */
-        int gone = 0;
-        long overlapped = now_ms();
-        while (!stopping && now_ms() - overlapped < IDLE_MS) {
-            struct seccomp_notif req;
-            memset(&req, 0, sizeof req);
-            /* poll first: a caller wakes its poller on its own CPU
-             * (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP), a thread blocked in
-             * RECV anywhere; and look again before taking it, one of the
-             * others woken with this one may have */
-            struct pollfd p = {.fd = listener_fd, .events = POLLIN};
-            int r = poll(&p, 1, IDLE_MS);
-            if (r == 0)
-                break; /* quiet: the main thread alone again */
-            if (r < 0)
-                continue;
-            if (!(p.revents & POLLIN) && (p.revents & (POLLHUP | POLLERR | POLLNVAL))) {
-                gone = 1; /* every process with the filter is gone */
-                break;
-            }
-            if (!(p.revents & POLLIN) || poll(&p, 1, 0) != 1 || !(p.revents & POLLIN))
-                continue;
-            if (ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_RECV, &req)) {
-                if (errno == EINTR || errno == ENOENT)
-                    continue; /* stopping, or the caller is gone */
-                gone = 1;
-                break;
-            }
-            if (poll(&p, 1, 0) == 1 && (p.revents & POLLIN))
-                overlapped = now_ms(); /* another call waits beside this one */
-            pthread_rwlock_rdlock(&tables_rw);
-            int mine = serve_alone(&req);
-            pthread_rwlock_unlock(&tables_rw);
-            if (!mine)
-                handover(&req);
-        }
-        if (__atomic_sub_fetch(&servers_active, 1, __ATOMIC_SEQ_CST) == 0) {
-            uint64_t one = 1; /* the last one: the main thread polls the listener again */
-            if (write(handover_fd, &one, sizeof one) != sizeof one) {
-                /* full: it wakes anyway */
-            }
-        }
-        if (gone)
-            break;
+    stats_enter(i);
+    if (i == 0) {
+        lead_loop();
+        /* every process with the filter is gone, or stopping: the main
+         * thread polls the listener again, and closes it at its hang-up */
+        __atomic_store_n(&lead_alive, 0, __ATOMIC_SEQ_CST);
+        wake_main();
+    } else {
+        cpu_loop(i);
     }
-    pthread_mutex_lock(&stats_mu);
-    uint64_t *s = (uint64_t *)&stats, *e = (uint64_t *)&ended_stats;
-    for (size_t k = 0; k < sizeof stats / sizeof(uint64_t); k++)
-        e[k] += s[k];
-    for (int w = 0; w < 2; w++)
-        for (int k = 0; k < MAX_SC; k++)
-            ended_sc[w][k] += live_sc[i][w][k];
-    live_stats[i] = NULL;
-    live_sc[i][0] = live_sc[i][1] = NULL;
-    pthread_mutex_unlock(&stats_mu);
+    stats_leave(i);
     return NULL;
 }
 
-int servers_polling(void) { return __atomic_load_n(&servers_active, __ATOMIC_SEQ_CST) > 0; }
+int servers_polling(void) { return __atomic_load_n(&lead_alive, __ATOMIC_SEQ_CST); }
 
-void servers_activate(void)
+static void servers_activate(void)
 {
-    if (!servers_running || servers_polling())
+    if (servers_running < 2 || __atomic_load_n(&servers_active, __ATOMIC_SEQ_CST))
         return;
-    __atomic_store_n(&servers_active, servers_running, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&last_overlap, now_ms(), __ATOMIC_RELAXED);
+    __atomic_store_n(&servers_active, servers_running - 1, __ATOMIC_SEQ_CST);
     uint64_t one = 1;
-    for (int i = 0; i < servers_running; i++)
+    for (int i = 1; i < servers_running; i++)
         if (write(wake_fd[i], &one, sizeof one) != sizeof one) {
             /* cannot be full */
         }
@@ -280,16 +383,19 @@ void servers_start(void)
         for (int c = 0; c < CPU_SETSIZE && ncpu < MAX_SERVERS; c++)
             if (CPU_ISSET(c, &allowed))
                 ncpu++;
+    /* the lead (0) on any CPU; the others, if two or more, one per CPU */
+    int threads = wanted >= 2 ? 1 + wanted : 1;
     for (int i = 0, c = 0; i < MAX_SERVERS; i++) {
         cpu_of[i] = -1;
-        if (pin_servers && i < ncpu) {
+        if (pin_servers && i > 0 && i - 1 < ncpu) {
             while (!CPU_ISSET(c, &allowed))
                 c++;
             cpu_of[i] = c++;
         }
     }
     servers_active = 0;
-    for (int i = 0; i < wanted; i++) {
+    lead_alive = 1;
+    for (int i = 0; i < threads; i++) {
         wake_fd[i] = eventfd(0, EFD_CLOEXEC);
         if (wake_fd[i] < 0)
             break;
@@ -300,6 +406,7 @@ void servers_start(void)
         servers_running++;
     }
     if (!servers_running) {
+        lead_alive = 0;
         close(handover_fd);
         handover_fd = -1;
     }
@@ -331,6 +438,7 @@ void servers_stop(void)
         close(wake_fd[i]);
     servers_running = 0;
     servers_active = 0;
+    lead_alive = 0;
     close(handover_fd);
     handover_fd = -1;
     /* what they handed over and the main thread did not serve: the callers
