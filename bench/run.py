@@ -36,6 +36,10 @@ Configurations:
                ptrace the monitor emulates (compare with strace)
   unshare-net  unshare -rn with lo up: the kernel's own private network, the
                floor for umview-vnet (for the net workload)
+  notif-floor  bench/notifloor.c: the path calls trapped by seccomp user
+               notifications (with SYNC_WAKE_UP), each answered CONTINUE at
+               once, reading nothing: the least any monitor built on them can
+               cost, the floor for umview-unreal (built with gcc)
   umview-rootfs  umview -r ROOTFS (--rootfs: a root tree with the workload's
                tools, e.g. debootstrap --variant=minbase --include=make,gcc,
                libc6-dev,git), the bench's directory kept the host's
@@ -64,6 +68,7 @@ is removed at the end (--keep keeps it); the fs workloads' image is made once
 per run there, or kept in --cache DIR between runs.
 """
 import argparse
+import atexit
 import contextlib
 import hashlib
 import json
@@ -87,7 +92,7 @@ FS_CONFIGS = ("fuse-native", "umview-fs", "umview-unreal-on-native", "umview-nul
               "fuse-native-1cpu", "umview-fs-1cpu")
 ONE_CPU = ["taskset", "-c", "0"]
 ALL_CONFIGS = ("native", "umview", "umview-null", "umview-unreal", "umview-cow", "umview-sandbox", "umview-vnet", "proot",
-               "proot-b", "strace", "umview-strace", "unshare-net") + FS_CONFIGS
+               "proot-b", "strace", "umview-strace", "unshare-net", "notif-floor") + FS_CONFIGS
 ALL_WORKLOADS = ("true", "make", "find", "git", "pyimport", "pytest", "regrtest", "net",
                  "fs-true", "fs-tar", "fs-read")
 
@@ -539,6 +544,22 @@ class Config:
         return prefix + workload.command()
 
 
+def build_notifloor():
+    """bench/notifloor.c compiled into a directory removed at exit: (path, None),
+    or (None, why not)."""
+    gcc = shutil.which("gcc")
+    if not gcc:
+        return None, "no gcc to build bench/notifloor.c"
+    where = tempfile.mkdtemp(prefix="umview-notifloor-")
+    atexit.register(shutil.rmtree, where, True)
+    tool = os.path.join(where, "notifloor")
+    r = subprocess.run([gcc, "-O2", "-pthread", "-o", tool, os.path.join(HERE, "notifloor.c")],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, "bench/notifloor.c does not build here: " + r.stderr.strip().splitlines()[-1]
+    return tool, None
+
+
 def build_configs(args):
     wanted = args.configs
     configs, notes = [], []
@@ -620,6 +641,12 @@ def build_configs(args):
                 return [umview, "--stats-file", stats_file, "-r", args.rootfs, "--host-paths", ":".join(keep), "--"]
 
             configs.append(Config(name, prefix, umview))
+        elif name == "notif-floor":
+            tool, why = build_notifloor()
+            if not tool:
+                notes.append(f"notif-floor: skipped, {why}")
+                continue
+            configs.append(Config("notif-floor", [tool, "--"], tool))
         elif name == "strace":
             tool = shutil.which("strace")
             if not tool:
