@@ -181,6 +181,25 @@ def umview_for(user, *opts):
     return as_user(user, entry_for(user, "umview.cli:main", *opts))
 
 
+def make_lookup_tree(root):
+    """The tree progs/lookups.py looks at, made at root: files, directories,
+    symlinks (relative, to a directory, absolute), a FIFO, a directory
+    "private", a read-only file and an executable one."""
+    os.makedirs(os.path.join(root, "d", "sub", "deep"))
+    for path, text in (("f", "a file\n"), ("d/f", "in d\n"), ("d/sub/deep/file", "deep\n"), ("ro", "read only\n"),
+                       ("exe", "#!/bin/sh\n"), ("private/f", "secret\n")):
+        full = os.path.join(root, path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, "w") as f:
+            f.write(text)
+    os.chmod(os.path.join(root, "ro"), 0o444)
+    os.chmod(os.path.join(root, "exe"), 0o755)
+    os.symlink("f", os.path.join(root, "rel_link"))
+    os.symlink("d", os.path.join(root, "dir_link"))
+    os.symlink("/etc/hostname", os.path.join(root, "abs_link"))
+    os.mkfifo(os.path.join(root, "fifo"))
+
+
 def need_user(user):
     if os.geteuid() != 0:
         pytest.skip("needs root (to run as root, or to switch to an unprivileged user)")

@@ -216,6 +216,9 @@ int um_prefix_clear(void);
 int um_prefix_add_kind(const char *prefix, int kind);
 /* a UM_PREFIX_MOVE prefix: target shows source (both absolute) */
 int um_prefix_add_move(const char *target, const char *source);
+/* a UM_PREFIX_LAYERED prefix (added before): upper holds its UM_LAYER_FILE
+ * files at the same path below it (the view's target/a/b is upper/a/b) */
+int um_prefix_set_upper(const char *target, const char *upper);
 /* which calls under a move prefix C may serve itself at a notification:
  * UM_SERVE_LOOKUP (stat, lstat, newfstatat, statx, readlink(at), access,
  * faccessat(2)), UM_SERVE_OPEN (open, openat without O_CREAT or O_TMPFILE);
@@ -242,6 +245,9 @@ int um_openat2(int dirfd, const char *path, uint64_t flags, uint64_t resolve);
                          * that are not in the set are lower-only and run natively */
 #define UM_LAYER_HIDE 2 /* this path and all below go to Python (an upper file or
                          * symlink, a whiteout, an opaque directory) */
+#define UM_LAYER_FILE 3 /* as HIDE, but an upper regular file the view shows as it is:
+                         * a call that only reads it may be served by C on its upper
+                         * path, where the prefix has one (um_prefix_set_upper) */
 int um_layer_add(const char *path, int kind); /* replaces the kind if present */
 int um_layer_del(const char *path);           /* -ENOENT if absent */
 void um_layer_clear(void);
@@ -456,6 +462,9 @@ struct um_decide_in {
     int path_kind[UM_PATH_SLOTS];
     int move;                /* the UM_PREFIX_MOVE prefix (its index) whose mount C may serve the
                               * call under (emulate.c), -1 if none; um_decide then says PYTHON */
+    int upper;               /* the UM_PREFIX_LAYERED prefix (its index) whose upper layer holds
+                              * the file a reading call names (UM_LAYER_FILE): C may serve it
+                              * there (emulate.c), -1 if none; um_decide then says PYTHON */
 };
 int um_decide(struct um_decide_in *in);
 /* whether call sc (of in->abi, with in->args, and in->how_* for openat2)

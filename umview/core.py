@@ -215,6 +215,7 @@ def resolve_path(tid, abi, sc, slot, args):
 # --- the layer set of layered prefixes (see docs/internals.md) ---
 LAYER_DIR = lib.UM_LAYER_DIR
 LAYER_HIDE = lib.UM_LAYER_HIDE
+LAYER_FILE = lib.UM_LAYER_FILE
 
 
 @contextlib.contextmanager
@@ -231,9 +232,10 @@ def tables_changing():
 
 def layer_add(path, kind):
     """Name an absolute virtual path (bytes) the upper layer changes: kind
-    LAYER_DIR (an upper directory the lower tree shows through) or LAYER_HIDE
-    (this path and everything below it are the module's). Replaces the kind
-    of a path already named."""
+    LAYER_DIR (an upper directory the lower tree shows through), LAYER_HIDE
+    (this path and everything below it are the module's) or LAYER_FILE (as
+    LAYER_HIDE, but a regular file of the upper layer the view shows as it
+    is: see Engine.layer_uppers). Replaces the kind of a path already named."""
     check(lib.um_layer_add(path, kind))
 
 

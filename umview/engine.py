@@ -105,6 +105,12 @@ class Engine:
     #: reading under it itself (UM_PREFIX_MOVE; docs/internals.md)
     move_prefixes = ()
     move_exceptions = ()
+    #: (target, upper) of a layered prefix whose upper directory holds each
+    #: regular file the layer set names LAYER_FILE at the same path below
+    #: target, as the view shows it: when no other engine has that layered
+    #: prefix, the C core serves a call that only reads such a file (stat,
+    #: readlink, access, an open for reading) on the upper path itself
+    layer_uppers = ()
     #: its prefixes are the mounts' own, which it follows (the cwd tracker):
     #: no part of the view is its alone
     mirrors_mounts = False

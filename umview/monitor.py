@@ -228,6 +228,7 @@ class Dispatcher:
         self.move_sources = self.moves(prefixes)
         for target in self.move_sources:
             prefixes[target] = lib.UM_PREFIX_MOVE
+        self.layer_uppers = self.uppers(prefixes)
         for e in self.engines:
             for target, _ in e.move_prefixes:
                 if target in self.move_sources:
@@ -242,7 +243,7 @@ class Dispatcher:
             for other in self.table.variants.get(name, ()):
                 if other not in modes:
                     modes[other] = refuse
-        if self.move_sources:
+        if self.move_sources or self.layer_uppers:
             # C serves calls as the monitor: it looks again at a process
             # whose identity may have changed
             for name in CREDS_CALLS:
@@ -253,6 +254,38 @@ class Dispatcher:
 
     #: the move mounts whose calls the C core may serve: target -> source
     move_sources = {}
+    #: the layered prefixes whose upper files the C core may serve reads of:
+    #: target -> upper directory
+    layer_uppers = {}
+
+    def uppers(self, prefixes):
+        """target -> upper of the layered prefixes (Engine.layer_uppers) whose
+        upper files the C core may serve reads of: one view, the prefix is
+        layered in the union, and no engine but its own (and the cwd tracker,
+        which follows it) has a prefix at or over the target: what the engine
+        chain makes of a read there is then the layer's rewrite alone. A
+        prefix under the target is no matter: a path there is that prefix's
+        (the longest). UMVIEW_SERVE=0 turns this off."""
+        if len(self.views) != 1 or os.environ.get("UMVIEW_SERVE", "1") == "0":
+            return {}
+        out = {}
+        for e in self.engines:
+            for target, upper in e.layer_uppers:
+                if prefixes.get(target) == lib.UM_PREFIX_LAYERED and not any(
+                        self._over(o, target) for o in self.engines if o is not e and not o.mirrors_mounts):
+                    out[target] = upper
+        return out
+
+    @staticmethod
+    def _all_prefixes(e):
+        """Every prefix of engine e, of any kind, as bytes."""
+        for p in (*e.prefixes, *e.kernel_prefixes, *e.layered_prefixes, *e.device_prefixes, *e.real_prefixes,
+                  *e.alias_prefixes, *(t for t, _ in e.move_prefixes), *(t for t, _ in e.layer_uppers)):
+            yield p.encode() if isinstance(p, str) else p
+
+    def _over(self, e, path):
+        """Has engine e a prefix at or over path?"""
+        return any(under_any(path, (p,)) for p in self._all_prefixes(e))
 
     def moves(self, prefixes):
         """target -> source of the move mounts (Engine.move_prefixes) the C
@@ -273,15 +306,9 @@ class Dispatcher:
                     out[target] = source
         return out
 
-    @staticmethod
-    def _overlaps(e, paths):
+    def _overlaps(self, e, paths):
         """Has engine e a prefix at, under or over one of paths?"""
-        for p in (*e.prefixes, *e.kernel_prefixes, *e.layered_prefixes, *e.device_prefixes, *e.real_prefixes,
-                  *e.alias_prefixes, *(t for t, _ in e.move_prefixes)):
-            p = p.encode() if isinstance(p, str) else p
-            if any(under_any(p, (q,)) or under_any(q, (p,)) for q in paths):
-                return True
-        return False
+        return any(under_any(p, (q,)) or under_any(q, (p,)) for p in self._all_prefixes(e) for q in paths)
 
     def _clean(self, e):
         """Is the tree of e's alias prefixes shown by the view at one place
@@ -463,9 +490,12 @@ class Dispatcher:
                 core.check(lib.um_prefix_add_move(p, self.move_sources[p]))
             else:
                 core.check(lib.um_prefix_add_kind(p, prefixes[p]))
+        for target, upper in self.layer_uppers.items():
+            core.check(lib.um_prefix_set_upper(target, upper))
         # served in C only at a notification, and only where the kernel
         # checks the process as it checks the monitor
-        lib.um_set_serve(lib.UM_SERVE_LOOKUP | lib.UM_SERVE_OPEN if self.move_sources and self.notif else 0)
+        lib.um_set_serve(lib.UM_SERVE_LOOKUP | lib.UM_SERVE_OPEN
+                         if (self.move_sources or self.layer_uppers) and self.notif else 0)
         # a layered mount is right only if symlinks into its changed paths are
         # followed: the C core walks them (docs/internals.md)
         lib.um_set_symlink_check(int(any(e.walks_symlinks or e.layered_prefixes or e.device_prefixes for e in self.engines)))

@@ -61,7 +61,9 @@ AT_EMPTY_PATH = 0x1000
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
 
 # kinds of the C core's layer set (core.h)
-LAYER_DIR, LAYER_HIDE = 1, 2
+LAYER_DIR, LAYER_HIDE, LAYER_FILE = 1, 2, 3
+#: how many calls each sends to Python (LayerSet: the strongest wins)
+_STRENGTH = {LAYER_DIR: 0, LAYER_FILE: 1, LAYER_HIDE: 2}
 
 _DTYPES = {stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink", stat.S_IFIFO: "fifo"}
 
@@ -70,22 +72,29 @@ class LayerSet:
     """The C core's layer set, shared by every layered mount: two of them
     may name the same path (a ``fresh`` mount beside the one it replaces,
     or mounts of two views). Each mount's kind is kept; the C core gets the
-    strongest (LAYER_HIDE sends more to Python than LAYER_DIR), and a path
-    leaves it with the last mount that names it."""
+    strongest (LAYER_HIDE sends more to Python than LAYER_FILE, which sends
+    more than LAYER_DIR), and a path leaves it with the last mount that
+    names it. A LAYER_FILE of two mounts is LAYER_HIDE: which upper layer
+    holds the file is the engines' to say."""
 
     def __init__(self):
         self.kinds = {}  # path -> {mount: kind}
 
+    @staticmethod
+    def _kind(owners):
+        kind = max(owners.values(), key=_STRENGTH.__getitem__)
+        return LAYER_HIDE if kind == LAYER_FILE and len(owners) > 1 else kind
+
     def add(self, mount, path, kind):
         owners = self.kinds.setdefault(path, {})
         owners[mount] = kind
-        core.layer_add(path, max(owners.values()))
+        core.layer_add(path, self._kind(owners))
 
     def drop(self, mount, path):
         owners = self.kinds.get(path, {})
         owners.pop(mount, None)
         if owners:
-            core.layer_add(path, max(owners.values()))
+            core.layer_add(path, self._kind(owners))
         else:
             self.kinds.pop(path, None)
             core.layer_del(path)
@@ -537,7 +546,9 @@ class Layers:
             # it is faithful), so all of it is ours to resolve
             merged = not self.opaque(rel) and os.path.isdir(self.low(rel))
             return [(rel, LAYER_DIR if merged else LAYER_HIDE)]
-        return [(rel, LAYER_HIDE)]
+        # a regular file is read where it lies (the engine's _read rewrites
+        # to it alone): the C core may serve those reads on it
+        return [(rel, LAYER_FILE if stat.S_ISREG(st.st_mode) else LAYER_HIDE)]
 
 
 def _memory_dir():
@@ -751,6 +762,7 @@ class LayeredMount(RedirectMount):
             self.layered_prefixes = (self.target,)
             self.real_prefixes = tuple(e for e in self.exceptions if e != self.layers.upper)
             self.layer_in_core = True
+            self.layer_uppers = ((self.target, self.layers.upper),)
         else:
             self.prefixes += (self.target,)
             self.layer_in_core = False

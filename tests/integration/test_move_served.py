@@ -17,7 +17,7 @@ import stat
 
 import pytest
 
-from conftest import SYSTEM_PY, as_user, need_user, run, umview_for
+from conftest import SYSTEM_PY, as_user, make_lookup_tree, need_user, run, umview_for
 
 LOOKUPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs", "lookups.py")
 # C serves calls at notifications only: with UMVIEW_NOTIF=0 (or
@@ -33,21 +33,9 @@ def tree():
     top = __import__("tempfile").mkdtemp(prefix="umview-served-", dir="/var/tmp")
     os.chmod(top, 0o755)
     src, target = os.path.join(top, "src"), os.path.join(top, "target")
-    os.makedirs(os.path.join(src, "d", "sub", "deep"))
+    make_lookup_tree(src)
     os.makedirs(target)
-    for path, text in (("f", "a file\n"), ("d/f", "in d\n"), ("d/sub/deep/file", "deep\n"), ("ro", "read only\n"),
-                       ("exe", "#!/bin/sh\n"), ("private/f", "secret\n")):
-        full = os.path.join(src, path)
-        os.makedirs(os.path.dirname(full), exist_ok=True)
-        with open(full, "w") as f:
-            f.write(text)
-    os.chmod(os.path.join(src, "ro"), 0o444)
-    os.chmod(os.path.join(src, "exe"), 0o755)
     os.chmod(os.path.join(src, "private"), 0o700)
-    os.symlink("f", os.path.join(src, "rel_link"))
-    os.symlink("d", os.path.join(src, "dir_link"))
-    os.symlink("/etc/hostname", os.path.join(src, "abs_link"))
-    os.mkfifo(os.path.join(src, "fifo"))
     for d, dirs, files in os.walk(src):
         if not d.endswith("private"):
             os.chmod(d, 0o755)

@@ -30,7 +30,7 @@ def test_layer_set_adds_replaces_and_deletes(layer):
 
 
 def test_layer_set_rejects_relative_paths_and_unknown_kinds(layer):
-    for path, kind in ((b"a/b", core.LAYER_DIR), (b"/a", 0), (b"/a", 3)):
+    for path, kind in ((b"a/b", core.LAYER_DIR), (b"/a", 0), (b"/a", 4)):
         with pytest.raises(OSError):
             core.layer_add(path, kind)
 
@@ -93,3 +93,21 @@ def test_two_mounts_naming_one_path_share_it_until_the_last_drops_it(layer):
     assert lib.um_layer_get(b"/etc/f") == core.LAYER_HIDE
     shared.drop(older, b"/etc/f")
     assert lib.um_layer_get(b"/etc/f") == 0
+
+
+def test_an_upper_file_two_mounts_name_is_hidden_not_served_from_either(layer):
+    # LAYER_FILE lets the C core read the file in the prefix's one upper
+    # layer; with two mounts naming it, which layer holds it is theirs to say
+    from umview.modules.viewfs.layers import LayerSet
+
+    shared, older, fresh = LayerSet(), object(), object()
+    shared.add(older, b"/etc/f", core.LAYER_FILE)
+    assert lib.um_layer_get(b"/etc/f") == core.LAYER_FILE
+    shared.add(fresh, b"/etc/f", core.LAYER_DIR)
+    assert lib.um_layer_get(b"/etc/f") == core.LAYER_HIDE
+    shared.drop(fresh, b"/etc/f")
+    assert lib.um_layer_get(b"/etc/f") == core.LAYER_FILE
+    shared.add(fresh, b"/etc/f", core.LAYER_HIDE)
+    shared.drop(older, b"/etc/f")
+    assert lib.um_layer_get(b"/etc/f") == core.LAYER_HIDE
+    shared.drop(fresh, b"/etc/f")

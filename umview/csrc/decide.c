@@ -177,7 +177,7 @@ static int visit_needs_python(const char *p, size_t n, uint64_t hash, int final,
     if (writes)
         return 1;
     const struct layer_slot *e = layer_find_hashed(p, n, hash);
-    return e && (e->kind == UM_LAYER_HIDE || final);
+    return e && (layer_hides(e->kind) || final);
 }
 
 #define MAX_LINKS 40 /* the kernel's MAXSYMLINKS */
@@ -391,6 +391,17 @@ static int proc_magic(const char *p)
 /* ------------------------------------------------------------------ */
 /* move mounts: the real path of a view's path, literally              */
 /* ------------------------------------------------------------------ */
+
+/* Is the path of slot st one whose upper file (UM_LAYER_FILE) the kernel
+ * reaches from the upper layer as the view reaches it? It names a file, not
+ * a directory (no trailing "/"), and has no "..": its lexical form is then
+ * the walk of the view, whose directories down to an upper file are all
+ * upper directories (emulate.c's lookup there allows no symlink). */
+static int upper_literal(const struct um_decide_slot *st, const char *raw)
+{
+    size_t n = strlen(st->str);
+    return st->state == UM_SLOT_PATH && n > 0 && st->str[n - 1] != '/' && !has_dotdot(st->str) && raw[0] == '/';
+}
 
 /* Is the absolute path raw (as the process gave it) one whose real path
  * under move prefix i the kernel walks as the view does, symlinks aside:
@@ -921,7 +932,7 @@ int um_decide(struct um_decide_in *in)
         in->path_len[s] = -1;
         in->path_kind[s] = -1;
     }
-    in->move = -1;
+    in->move = in->upper = -1;
     in->sc = abi < 0 || abi >= UM_NABI ? -1 : lookup_sc(abi, (long)in->nr);
     int sc = in->sc, c = claim_of(abi, in->nr, sc);
     if (c & UM_CLAIM_REFUSE)
@@ -1034,7 +1045,11 @@ int um_decide(struct um_decide_in *in)
             if (writes < 0)
                 writes = call_writes(in, sc);
             if (writes || layer_hit(in->path[s], (size_t)n)) {
-                python = 1;
+                if (!writes && s == 0 && at >= 0 && prefix_upper[at] && upper_literal(st, raw) &&
+                    layer_file(in->path[s], (size_t)n))
+                    in->upper = at; /* a file of the upper layer, read: C may serve it there (emulate.c) */
+                else
+                    python = 1;
                 continue;
             }
         }
@@ -1052,7 +1067,7 @@ int um_decide(struct um_decide_in *in)
             python = walk_needs_python(raw, writes);
         }
     }
-    if (!python && in->move < 0 && (c & UM_CLAIM_EXEC)) {
+    if (!python && in->move < 0 && in->upper < 0 && (c & UM_CLAIM_EXEC)) {
         /* the program was decided; now what it runs. fexecve (an fd, no
          * path): Python */
         if (in->slot[0].state != UM_SLOT_PATH || in->path_len[0] < 0 || !in->walk)
@@ -1061,8 +1076,8 @@ int um_decide(struct um_decide_in *in)
             python = exec_needs_python(in->path[0]);
     }
     if (python)
-        in->move = -1;
-    else if (in->move >= 0)
+        in->move = in->upper = -1;
+    else if (in->move >= 0 || in->upper >= 0)
         python = 1; /* C serves it, or Python does */
     return python;
 }

@@ -1,4 +1,11 @@
-/* emulate.c - calls under a move mount that C serves itself
+/* emulate.c - calls under a move mount, and reads of a layered mount's
+ * upper files, that C serves itself
+ *
+ * (The upper files: a layered prefix with an upper directory, whose layer
+ * set names a regular file UM_LAYER_FILE, shows it as UPPER/rest; a call
+ * that only reads it is served below as under a move mount, on that path:
+ * upper_realize. See docs/internals.md, "Reads of the upper layer's
+ * files".)
  *
  * Under a move mount (viewfs move, umview -r: UM_PREFIX_MOVE) every path of
  * the view is a real path with its first part replaced: the view's /usr/x
@@ -271,6 +278,21 @@ static int serve_open(const struct seccomp_notif *req, const struct lookup *lk, 
 
 static int serve(pid_t tid, const struct seccomp_notif *req, const struct um_decide_in *in);
 
+/* The real path of in's first path under its upper layer (in->upper): the
+ * layer's directory followed by what follows the prefix in the view's path. */
+static int upper_realize(const struct um_decide_in *in, char *out, size_t size)
+{
+    int i = in->upper;
+    size_t t = prefix_len[i] == 1 ? 0 : prefix_len[i], u = strlen(prefix_upper[i]);
+    const char *rest = in->path[0] + t;
+    size_t r = strlen(rest);
+    if (u + r + 1 > size || rest[0] != '/')
+        return -ENAMETOOLONG;
+    memcpy(out, prefix_upper[i], u);
+    memcpy(out + u, rest, r + 1);
+    return (int)(u + r);
+}
+
 int serve_move(pid_t tid, const struct seccomp_notif *req, const struct um_decide_in *in)
 {
     int served = serve(tid, req, in);
@@ -281,7 +303,7 @@ int serve_move(pid_t tid, const struct seccomp_notif *req, const struct um_decid
 
 static int serve(pid_t tid, const struct seccomp_notif *req, const struct um_decide_in *in)
 {
-    if (!serve_flags || in->move < 0 || in->abi != UM_ABI_X86_64 || thr(tid)->inner)
+    if (!serve_flags || (in->move < 0 && in->upper < 0) || in->abi != UM_ABI_X86_64 || thr(tid)->inner)
         return 0;
     const uint64_t *a = in->args;
     int nofollow = 0, open = 0, statx_call = 0, readlink_call = 0, access_call = 0;
@@ -344,7 +366,8 @@ static int serve(pid_t tid, const struct seccomp_notif *req, const struct um_dec
         return 0;
     }
     static __thread char real[UM_PATH_BUF];
-    if (move_realize(in->slot[0].str, in->move, real, sizeof real) < 0 || strlen(real) >= PATH_MAX) {
+    if ((in->upper >= 0 ? upper_realize(in, real, sizeof real) : move_realize(in->slot[0].str, in->move, real, sizeof real)) < 0 ||
+        strlen(real) >= PATH_MAX) {
         stats.served_fallback++;
         return 0; /* Python says ENAMETOOLONG */
     }
@@ -352,13 +375,18 @@ static int serve(pid_t tid, const struct seccomp_notif *req, const struct um_dec
         answer(req->id, -EINVAL); /* before any lookup, as the kernel */
         return 1;
     }
-    struct lookup lk;
-    int srcfd, fd = open_view(in->move, real, O_PATH | (nofollow ? O_NOFOLLOW : 0), &lk, &srcfd);
+    struct lookup lk = {AT_FDCWD_, real, RESOLVE_NO_SYMLINKS_};
+    int srcfd = -1, fd = in->upper >= 0 ? open_at(&lk, O_PATH | (nofollow ? O_NOFOLLOW : 0))
+                                       : open_view(in->move, real, O_PATH | (nofollow ? O_NOFOLLOW : 0), &lk, &srcfd);
     if (fd == -ELOOP || fd == -EXDEV || fd == -ENOSYS || fd == -E2BIG || fd == -EAGAIN || fd == -EINVAL) {
         if (srcfd >= 0)
             close(srcfd);
         stats.served_fallback++;
         return 0; /* C cannot tell where the view's walk goes: Python walks it */
+    }
+    if (fd < 0 && in->upper >= 0 && (fd == -ENOENT || fd == -ENOTDIR)) {
+        stats.served_fallback++;
+        return 0; /* the upper file went meanwhile: the lower one may show through */
     }
     if (fd < 0) {
         answer(req->id, fd); /* the lookup's own errno: ENOENT, ENOTDIR, EACCES... */

@@ -260,6 +260,8 @@ uint64_t layer_hash_more(uint64_t h, const char *p, size_t n);
 struct layer_slot *layer_find(const char *p, size_t n);
 struct layer_slot *layer_find_hashed(const char *p, size_t n, uint64_t h);
 int layer_hit(const char *p, size_t n);
+int layer_hides(int kind); /* does the kind send the path and all below it to Python? */
+int layer_file(const char *p, size_t n); /* is p an upper file (UM_LAYER_FILE) with no hiding ancestor? */
 
 /* loop.c */
 void defer_status(pid_t tid, int status);
@@ -341,6 +343,7 @@ extern size_t prefix_len[256];
 extern unsigned char prefix_kind[256];
 extern char *prefix_src[256];
 extern size_t prefix_src_len[256];
+extern char *prefix_upper[256];
 extern int nprefixes;
 extern unsigned char write_kind[MAX_SC];
 extern signed char write_arg[MAX_SC];

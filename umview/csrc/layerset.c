@@ -82,7 +82,7 @@ static size_t layer_key_len(const char *p)
 
 static int um_layer_add_unlocked(const char *p, int kind)
 {
-    if (p[0] != '/' || (kind != UM_LAYER_DIR && kind != UM_LAYER_HIDE))
+    if (p[0] != '/' || (kind != UM_LAYER_DIR && kind != UM_LAYER_HIDE && kind != UM_LAYER_FILE))
         return -EINVAL;
     size_t n = layer_key_len(p);
     struct layer_slot *e = layer_find(p, n);
@@ -162,14 +162,13 @@ int um_layer_get(const char *p)
 /* Must Python see a call that reads the normalized path p, under a layered
  * prefix? Yes if p itself is in the set (the upper layer changes it), or a
  * proper ancestor is a HIDE entry (the lower tree below it is hidden). */
-int layer_hit(const char *p, size_t n)
+int layer_hides(int kind) { return kind == UM_LAYER_HIDE || kind == UM_LAYER_FILE; }
+
+/* Does an ancestor of p (n bytes), "/" included, hide what lies below it? */
+static int ancestor_hides(const char *p, size_t n)
 {
-    if (!layer_live)
-        return 0;
-    if (layer_find(p, n))
-        return 1;
     const struct layer_slot *e = layer_find("/", 1);
-    if (e && e->kind == UM_LAYER_HIDE)
+    if (e && layer_hides(e->kind))
         return 1;
     /* each ancestor's hash continues the previous one's: linear in n */
     uint64_t h = LAYER_HASH_START;
@@ -178,8 +177,23 @@ int layer_hit(const char *p, size_t n)
         if (p[i] == '/') {
             h = layer_hash_more(h, p + done, i - done);
             done = i;
-            if ((e = layer_find_hashed(p, i, h)) && e->kind == UM_LAYER_HIDE)
+            if ((e = layer_find_hashed(p, i, h)) && layer_hides(e->kind))
                 return 1;
         }
     return 0;
+}
+
+int layer_hit(const char *p, size_t n)
+{
+    if (!layer_live)
+        return 0;
+    if (layer_find(p, n))
+        return 1;
+    return ancestor_hides(p, n);
+}
+
+int layer_file(const char *p, size_t n)
+{
+    const struct layer_slot *e = layer_live ? layer_find(p, n) : NULL;
+    return e && e->kind == UM_LAYER_FILE && n > 1 && !ancestor_hides(p, n);
 }

@@ -158,8 +158,8 @@ static int serve_req(const struct seccomp_notif *req, int how)
             }
             stats.fast_continue++;
         } else if (d == UM_DECIDE_PYTHON && dec.sc >= 0) {
-            if (!(how & SERVE_HANDED) && dec.move >= 0 && serve_move(tid, req, &dec))
-                return 1; /* under a move mount: served by C (emulate.c) */
+            if (!(how & SERVE_HANDED) && (dec.move >= 0 || dec.upper >= 0) && serve_move(tid, req, &dec))
+                return 1; /* under a move mount, or an upper file: served by C (emulate.c) */
             if (alone) {
                 decided_again(dec.sc, d);
                 return 0;

@@ -14,6 +14,7 @@ size_t prefix_len[256];
 unsigned char prefix_kind[256]; /* UM_PREFIX_* */
 char *prefix_src[256];           /* UM_PREFIX_MOVE: the source, else NULL */
 size_t prefix_src_len[256];
+char *prefix_upper[256];         /* UM_PREFIX_LAYERED: the upper layer's directory (um_prefix_set_upper), or NULL */
 int nprefixes;
 
 /* per neutral call: does it modify the file system (UM_WRITE_*), and which
@@ -185,6 +186,8 @@ static int um_prefix_clear_unlocked(void)
         free(prefixes[i]);
         free(prefix_src[i]);
         prefix_src[i] = NULL;
+        free(prefix_upper[i]);
+        prefix_upper[i] = NULL;
     }
     nprefixes = 0;
     return 0;
@@ -248,6 +251,35 @@ int um_prefix_add_move(const char *target, const char *source)
 {
     tables_write_lock();
     int r = um_prefix_add_move_unlocked(target, source);
+    tables_write_unlock();
+    return r;
+}
+
+static int um_prefix_set_upper_unlocked(const char *target, const char *upper)
+{
+    size_t l = strlen(target), u = strlen(upper);
+    while (l > 1 && target[l - 1] == '/')
+        l--;
+    while (u > 1 && upper[u - 1] == '/')
+        u--;
+    if (u < 2 || upper[0] != '/' || u >= UM_PATH_BUF)
+        return -EINVAL; /* "/" is no upper layer of anything */
+    for (int i = 0; i < nprefixes; i++)
+        if (prefix_kind[i] == UM_PREFIX_LAYERED && prefix_len[i] == l && !memcmp(prefixes[i], target, l)) {
+            char *up = strndup(upper, u);
+            if (!up)
+                return -ENOMEM;
+            free(prefix_upper[i]);
+            prefix_upper[i] = up;
+            return 0;
+        }
+    return -ENOENT;
+}
+
+int um_prefix_set_upper(const char *target, const char *upper)
+{
+    tables_write_lock();
+    int r = um_prefix_set_upper_unlocked(target, upper);
     tables_write_unlock();
     return r;
 }
