@@ -392,11 +392,11 @@ static int proc_magic(const char *p)
 /* move mounts: the real path of a view's path, literally              */
 /* ------------------------------------------------------------------ */
 
-/* Is the path of slot st one whose upper file (UM_LAYER_FILE) the kernel
- * reaches from the upper layer as the view reaches it? It names a file, not
- * a directory (no trailing "/"), and has no "..": its lexical form is then
- * the walk of the view, whose directories down to an upper file are all
- * upper directories (emulate.c's lookup there allows no symlink). */
+/* Is the path of slot st one whose upper file or directory (UM_LAYER_FILE,
+ * UM_LAYER_DIR) the kernel reaches from the upper layer as the view reaches
+ * it? It has no trailing "/" and no "..": its lexical form is then the walk
+ * of the view, whose directories down to an upper entry are all upper
+ * directories (emulate.c's lookup there allows no symlink). */
 static int upper_literal(const struct um_decide_slot *st, const char *raw)
 {
     size_t n = strlen(st->str);
@@ -1045,9 +1045,9 @@ int um_decide(struct um_decide_in *in)
             if (writes < 0)
                 writes = call_writes(in, sc);
             if (writes || layer_hit(in->path[s], (size_t)n)) {
-                if (!writes && s == 0 && at >= 0 && prefix_upper[at] && upper_literal(st, raw) &&
-                    layer_file(in->path[s], (size_t)n))
-                    in->upper = at; /* a file of the upper layer, read: C may serve it there (emulate.c) */
+                if (!writes && s == 0 && at >= 0 && prefix_upper[at] && (size_t)n > prefix_len[at] &&
+                    upper_literal(st, raw) && layer_upper(in->path[s], (size_t)n))
+                    in->upper = at; /* the upper layer's, read: C may serve it there (emulate.c) */
                 else
                     python = 1;
                 continue;

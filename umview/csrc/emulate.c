@@ -242,11 +242,14 @@ static void answer(uint64_t id, int64_t val)
 
 /* An open of the real path: its fd added to the process's table. 1 served,
  * 0 for Python. */
-static int serve_open(const struct seccomp_notif *req, const struct lookup *lk, uint64_t flags, int pathfd)
+static int serve_open(const struct seccomp_notif *req, const struct lookup *lk, uint64_t flags, int pathfd,
+                      int upper)
 {
     struct stat st, again;
     if (fstat(pathfd, &st) || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
         return 0; /* a device, FIFO or socket: opening it may block or act */
+    if (upper && S_ISDIR(st.st_mode))
+        return 0; /* a merged directory: its listing is Python's */
     int fd = open_at(lk, flags);
     if (fd == -ELOOP || fd == -EXDEV || fd == -EINVAL || fd == -ENOSYS || fd == -EAGAIN)
         return 0; /* changed meanwhile, or flags openat2 refuses and open ignores */
@@ -394,7 +397,7 @@ static int serve(pid_t tid, const struct seccomp_notif *req, const struct um_dec
     }
     int64_t val = 0;
     if (open) {
-        int served = serve_open(req, &lk, flags, fd);
+        int served = serve_open(req, &lk, flags, fd, in->upper >= 0);
         close(fd);
         if (srcfd >= 0)
             close(srcfd);

@@ -261,7 +261,9 @@ struct layer_slot *layer_find(const char *p, size_t n);
 struct layer_slot *layer_find_hashed(const char *p, size_t n, uint64_t h);
 int layer_hit(const char *p, size_t n);
 int layer_hides(int kind); /* does the kind send the path and all below it to Python? */
-int layer_file(const char *p, size_t n); /* is p an upper file (UM_LAYER_FILE) with no hiding ancestor? */
+/* is p an upper file or a merged directory (UM_LAYER_FILE, UM_LAYER_DIR)
+ * with no hiding ancestor: a lookup there is one of the upper layer? */
+int layer_upper(const char *p, size_t n);
 
 /* loop.c */
 void defer_status(pid_t tid, int status);

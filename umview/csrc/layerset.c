@@ -192,8 +192,8 @@ int layer_hit(const char *p, size_t n)
     return ancestor_hides(p, n);
 }
 
-int layer_file(const char *p, size_t n)
+int layer_upper(const char *p, size_t n)
 {
     const struct layer_slot *e = layer_live ? layer_find(p, n) : NULL;
-    return e && e->kind == UM_LAYER_FILE && n > 1 && !ancestor_hides(p, n);
+    return e && (e->kind == UM_LAYER_FILE || e->kind == UM_LAYER_DIR) && !ancestor_hides(p, n);
 }
