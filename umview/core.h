@@ -324,9 +324,11 @@ void um_set_spin(int iterations);
 
 /* --- running --- */
 /* A Landlock ruleset fd (landlock_create_ruleset) the first process enforces
- * on itself before its filter and exec (the sandbox's write boundary), or -1.
- * The caller keeps and closes its fd. */
-void um_set_landlock(int fd);
+ * on itself before its filter and exec (the sandbox's write boundary), or -1,
+ * and the access rights it handles (LANDLOCK_ACCESS_FS_*: where it handles
+ * none of reading, C may open a file for reading for the process). The
+ * caller keeps and closes its fd. */
+void um_set_landlock(int fd, uint64_t handled);
 int um_spawn(char *const argv[]);
 int um_next(struct um_event *ev);
 int um_first_status(void);

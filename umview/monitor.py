@@ -888,7 +888,8 @@ class Monitor:
             self.table.load_into_core()
             self._trapped = set(self.dispatcher.load_into_core())
         lib.um_set_spin(self.spin)
-        lib.um_set_landlock(-1 if self.landlock is None else self.landlock.fd)
+        lib.um_set_landlock(-1, 0) if self.landlock is None else lib.um_set_landlock(self.landlock.fd,
+                                                                                      self.landlock.handled)
         lib.um_set_servers(_servers() if notif else 0)
         self._update_hooks()
         keep = [ffi.new("char[]", os.fsencode(a)) for a in argv]

@@ -111,3 +111,42 @@ def test_upper_files_changed_moved_and_removed_in_the_view_read_as_natively(laye
             assert stats["served"] > 0, stats
     finally:
         shutil.rmtree(copy, ignore_errors=True)
+
+
+def in_sandbox(user, layer, *cmd, env=None):
+    """(completed run, counters) of cmd in a sandbox whose layer is kept in layer."""
+    fd, stats_file = tempfile.mkstemp(prefix="umview-stats-", dir="/var/tmp")
+    os.close(fd)
+    os.chmod(stats_file, 0o666)
+    try:
+        r = run(umview_for(user, "--stats-file", stats_file, "--sandbox", "--keep-layer", layer, "--", *cmd),
+                env=dict(os.environ, **(env or {})), timeout=120)
+        with open(stats_file) as f:
+            return r, json.load(f)
+    finally:
+        os.unlink(stats_file)
+
+
+OPENS = "import os, sys\nfor _ in range(200):\n    os.close(os.open(sys.argv[1], os.O_RDONLY))\n"
+
+
+@pytest.mark.parametrize("layered", ["root", "nobody"], indirect=True)
+def test_a_sandbox_opens_its_files_in_c_but_not_for_a_process_with_landlock_rules_of_its_own(layered):
+    user, tree, layer = layered
+    made, _ = in_sandbox(user, layer, "sh", "-c", 'find "$0" -type f -exec touch {} +', tree)
+    assert made.returncode == 0, made.stderr
+    # the sandbox's own Landlock domain rules writes only: opens for reading
+    # are served (200 of them here, each an fd added to the process)
+    opened, stats = in_sandbox(user, layer, SYSTEM_PY, "-c", OPENS, os.path.join(tree, "f"))
+    assert opened.returncode == 0, opened.stderr
+    if SERVING:
+        assert stats["served"] >= 200, stats
+    # a process that restricts its own reads gets its rules' EACCES, as
+    # Python's answers give it (the monitor's open would not check them)
+    served, _ = in_sandbox(user, layer, SYSTEM_PY, LOOKUPS, tree, "landlock")
+    python, _ = in_sandbox(user, layer, SYSTEM_PY, LOOKUPS, tree, "landlock", env={"UMVIEW_SERVE": "0"})
+    assert served.returncode == 0 and python.returncode == 0, served.stderr + python.stderr
+    if served.stdout.startswith(b"no landlock"):
+        pytest.skip("no Landlock here: " + served.stdout.decode().strip())
+    assert served.stdout.decode().splitlines() == python.stdout.decode().splitlines()
+    assert "open f EACCES" in served.stdout.decode()

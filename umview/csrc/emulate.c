@@ -36,7 +36,9 @@
  * - an open: of a regular file or directory (opening a device or FIFO may
  *   block or act), for reading, without O_CREAT, O_TMPFILE, O_TRUNC or
  *   O_PATH (ADDFD passes no O_PATH file), by a process under no Landlock
- *   domain (the kernel would check its rules; the monitor's open would not).
+ *   domain that may rule reads (the kernel would check its rules; the
+ *   monitor's open would not): none of its own, and the sandbox's handles
+ *   no read right (landlock_reads).
  * Anything else goes to Python as before: the call is looked at, not
  * answered (stats.served_fallback). See docs/internals.md, "Move prefixes:
  * calls C serves under a move mount".
@@ -348,7 +350,7 @@ static int serve(pid_t tid, const struct seccomp_notif *req, const struct um_dec
         nofollow = (aflags & AT_SYMLINK_NOFOLLOW_) != 0;
         break;
     case NR_OPEN: case NR_OPENAT:
-        if (!(serve_flags & UM_SERVE_OPEN) || thr(tid)->landlocked || landlock_enforced)
+        if (!(serve_flags & UM_SERVE_OPEN) || thr(tid)->landlocked || landlock_reads)
             return 0;
         flags = in->nr == NR_OPEN ? a[1] : a[2];
         flags &= 0xffffffffULL;

@@ -326,7 +326,7 @@ pid_t wait_notif(int *status);
 
 /* spawn.c */
 extern int setup_fd, go_fd, listener_fd, sigchld_fd;
-extern int landlock_enforced; /* the first process runs under a Landlock domain (um_set_landlock) */
+extern int landlock_reads; /* the first process runs under a Landlock domain that rules reads (um_set_landlock) */
 extern sigset_t saved_mask;
 void take_listener(void);
 

@@ -51,11 +51,12 @@ static int spawn_err_fd = -1;
  * (um_set_landlock), or -1 */
 static int landlock_fd = -1;
 
-int landlock_enforced;
-void um_set_landlock(int fd)
+int landlock_reads;
+void um_set_landlock(int fd, uint64_t handled)
 {
+    const uint64_t reads = 1 << 0 | 1 << 2 | 1 << 3; /* EXECUTE, READ_FILE, READ_DIR */
     landlock_fd = fd;
-    landlock_enforced |= fd >= 0;
+    landlock_reads |= fd >= 0 && (handled & reads);
 }
 
 /* In the child: enforce the ruleset. Without CAP_SYS_ADMIN the kernel wants
