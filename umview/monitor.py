@@ -686,7 +686,7 @@ class Stats:
                 f"    refused (ENOSYS/EACCES) by C {self.refused}",
                 f"    run with pinned paths       {self.pinned}"
                 + (f" ({self.regions} regions mapped)" if self.regions else ""),
-                f"    served by C (a move mount)  {self.served}"
+                f"    served by C on a real path  {self.served}"
                 + (f" ({self.served_fallback} looked at, left to Python)" if self.served_fallback else ""),
                 f"    answered by Python          {self.notif_events}"
                 + (f" ({self.addfd} with an fd)" if self.addfd else ""),
