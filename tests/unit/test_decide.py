@@ -90,10 +90,11 @@ def decide(sc, path, base=None, *, flags=0, abi=lib.UM_ABI_X86_64, vcwd=0, state
     resolved = ffi.buffer(d.path[0], d.path_len[0])[:] if d.path_len[0] >= 0 else None
     assert d.sc == sc
     last["move"] = d.move
+    last["upper"] = d.upper
     return r, resolved, d.path_kind[0]
 
 
-last = {}  # what the last decide() left in um_decide_in.move
+last = {}  # what the last decide() left in um_decide_in.move and .upper
 
 
 R, W = os.O_RDONLY, os.O_WRONLY | os.O_CREAT
@@ -328,3 +329,40 @@ def test_a_relative_path_walks_a_symlink_only_where_the_kernel_would(links, path
 ])
 def test_an_absolute_path_walks_a_last_symlink_only_if_the_call_follows_it(links, sc, name, flags, at_flags, want):
     assert decide(sc, links + b"/" + name, flags=flags, at_flags=at_flags, walk=True)[0] == want
+
+
+@pytest.fixture
+def upper_files():
+    """/lay (layered) with an upper directory: an upper file, a merged
+    directory with an upper file in it, a file under a hidden directory."""
+    assert lib.um_prefix_set_upper(b"/lay", b"/upper") == 0
+    for path, kind in ((b"/lay/f", lib.UM_LAYER_FILE), (b"/lay/dir/g", lib.UM_LAYER_FILE),
+                       (b"/lay/hidden/h", lib.UM_LAYER_FILE)):
+        assert lib.um_layer_add(path, kind) == 0
+
+
+@pytest.mark.parametrize("sc, path, base, flags, served", [
+    (OPENAT, b"/lay/f", None, R, True),           # an upper file, read: C serves it on /upper/f
+    (NEWFSTATAT, b"/lay/dir/g", None, 0, True),
+    (NEWFSTATAT, b"/lay/dir", None, 0, True),     # a merged directory's lookup
+    (NEWFSTATAT, b"f", b"/lay", 0, True),         # relative to a cwd the view shares with the kernel
+    (OPENAT, b"/lay/f", None, W, False),          # writes: Python (a copy, a new name)
+    (FACCESSAT, b"/lay/f", None, os.W_OK, False),
+    (NEWFSTATAT, b"/lay/dir/../f", None, 0, False),  # "..": the view's walk may differ from the lexical one
+    (NEWFSTATAT, b"/lay/f/", None, 0, False),     # a trailing "/": ENOTDIR is the kernel's, via Python
+    (NEWFSTATAT, b"/lay/hidden/h", None, 0, False),  # below a hidden directory: Python's
+    (NEWFSTATAT, b"/lay", None, 0, False),        # the mount point itself: its lower attributes
+    (NEWFSTATAT, b"/lay/other", None, 0, False),  # not in the set: the kernel's, natively
+])
+def test_reads_of_upper_files_are_for_c_to_serve_and_nothing_else(upper_files, sc, path, base, flags, served):
+    r = decide(sc, path, base, flags=flags)[0]
+    assert (r == PYTHON and last["upper"] >= 0) == served, (r, last["upper"])
+    assert last["upper"] < 0 or r == PYTHON  # C serves it, or Python does: never let through unseen
+
+
+def test_no_upper_directory_no_serving(upper_files):
+    lib.um_prefix_clear()
+    assert lib.um_prefix_add_kind(b"/lay", lib.UM_PREFIX_LAYERED) == 0
+    assert decide(NEWFSTATAT, b"/lay/f")[0] == PYTHON and last["upper"] == -1
+    assert lib.um_prefix_set_upper(b"/nowhere", b"/upper") == -2  # ENOENT: no such layered prefix
+    assert lib.um_prefix_set_upper(b"/lay", b"/") == -22  # "/" is no upper layer
