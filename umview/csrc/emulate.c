@@ -218,7 +218,7 @@ static int open_view(int i, const char *real, uint64_t flags, struct lookup *lk,
 }
 
 /* Is the notification still the caller's (it did not die or get interrupted)? */
-static int still_valid(uint64_t id) { return ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0; }
+static int still_valid(uint64_t id) { return notif_ioctl(SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0; }
 
 /* Copy a result into the process's memory as the kernel's copy_to_user
  * would: -EFAULT where it cannot (a read-only or unmapped buffer). */
@@ -238,7 +238,7 @@ static void answer(uint64_t id, int64_t val)
         resp.error = (int32_t)val;
     else
         resp.val = val;
-    ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_SEND, &resp); /* ENOENT: the caller is gone */
+    notif_ioctl(SECCOMP_IOCTL_NOTIF_SEND, &resp); /* ENOENT: the caller is gone */
     stats.served++;
 }
 
@@ -269,7 +269,7 @@ static int serve_open(const struct seccomp_notif *req, const struct lookup *lk, 
     a.flags = SECCOMP_ADDFD_FLAG_SEND;
     a.srcfd = (uint32_t)fd;
     a.newfd_flags = (uint32_t)(flags & O_CLOEXEC);
-    int r = ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_ADDFD, &a);
+    int r = notif_ioctl(SECCOMP_IOCTL_NOTIF_ADDFD, &a);
     int err = errno;
     close(fd);
     if (r >= 0)

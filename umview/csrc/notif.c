@@ -7,6 +7,22 @@ static struct seccomp_notif held_notif;
 static int notif_state;
 /* the decision of the last notification served (of held_notif while held);
  * a serving thread's own (servers.c) */
+/* SEND, ADDFD and ID_VALID take the listener's lock interruptibly: a
+ * signal that comes while another thread holds it fails them with EINTR
+ * before they act, and a reply never sent leaves its caller waiting for
+ * good. So again, then. (RECV is not retried: a signal is how a serving
+ * thread is told to stop.) An ADDFD interrupted later, while it waits for
+ * the caller to take the fd, has already answered for it: no signal must
+ * reach a serving thread then (servers.c sends one only to stop). */
+int notif_ioctl(unsigned long request, void *arg)
+{
+    int r;
+    do
+        r = ioctl(listener_fd, request, arg);
+    while (r < 0 && errno == EINTR);
+    return r;
+}
+
 static __thread struct um_decide_in dec;
 
 #ifndef SECCOMP_IOCTL_NOTIF_ID_VALID
@@ -27,7 +43,7 @@ static int serve_req(const struct seccomp_notif *req, int how);
  * another process's)? */
 static int stale(const struct seccomp_notif *req)
 {
-    if (ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) == 0)
+    if (notif_ioctl(SECCOMP_IOCTL_NOTIF_ID_VALID, (void *)&req->id) == 0)
         return 0;
     stats.notif_stale++;
     return 1;
@@ -133,7 +149,7 @@ static int serve_req(const struct seccomp_notif *req, int how)
             stats.refused++;
             resp.flags = 0;
             resp.error = guard;
-            ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+            notif_ioctl(SECCOMP_IOCTL_NOTIF_SEND, &resp);
             return 1;
         }
         int read;
@@ -180,7 +196,7 @@ static int serve_req(const struct seccomp_notif *req, int how)
             stats.fast_continue++;
         }
     }
-    ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+    notif_ioctl(SECCOMP_IOCTL_NOTIF_SEND, &resp);
     return 1;
 }
 
@@ -217,7 +233,7 @@ int um_notif_addfd(int srcfd, unsigned int newfd_flags)
     a.flags = SECCOMP_ADDFD_FLAG_SEND;
     a.srcfd = (uint32_t)srcfd;
     a.newfd_flags = newfd_flags;
-    int fd = ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_ADDFD, &a);
+    int fd = notif_ioctl(SECCOMP_IOCTL_NOTIF_ADDFD, &a);
     if (fd < 0)
         return -errno; /* not answered: the reply still goes (-ENOENT: it cannot) */
     notif_state = 3;
@@ -253,7 +269,7 @@ void finish_notif(struct um_event *ev)
     } else {
         resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
     }
-    ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_SEND, &resp); /* ENOENT: the caller is gone */
+    notif_ioctl(SECCOMP_IOCTL_NOTIF_SEND, &resp); /* ENOENT: the caller is gone */
 }
 
 void end_notifications(void)

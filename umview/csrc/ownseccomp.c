@@ -460,6 +460,6 @@ int own_trace_notif(const struct seccomp_notif *req)
     memset(&resp, 0, sizeof resp);
     resp.id = req->id;
     resp.error = -ENOSYS;
-    ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+    notif_ioctl(SECCOMP_IOCTL_NOTIF_SEND, &resp);
     return 1;
 }

@@ -13,8 +13,8 @@
  * a second call waiting while it has not answered the first (calls overlap:
  * servers_activate); then the lead sleeps and each of them waits in RECV,
  * the kernel wakes them on the caller's CPU and the one there takes the
- * call; after IDLE_MS in which no two of them served at once they sleep
- * again and the last one wakes the lead. A serving thread answers what C
+ * call; once IDLE_MS have passed in which no two of them served at once,
+ * each sleeps again after its next call, and the last one wakes the lead. A serving thread answers what C
  * decides alone: the calls let through, refused, or served under a move
  * mount (emulate.c). Anything that needs ptrace or Python (an interrupt to
  * redirect the call, pinned paths, a process's own filters, the region's
@@ -37,7 +37,6 @@
 #include "internal.h"
 #include <pthread.h>
 #include <sys/eventfd.h>
-#include <time.h>
 
 #define MAX_SERVERS 17 /* the lead and 16 kept on a CPU */
 
@@ -269,30 +268,21 @@ static long last_overlap; /* now_ms() when two serving threads last served at on
 static int in_flight;     /* how many of those kept on a CPU serve a call now */
 
 /* One kept on a CPU: asleep until calls overlap, then every notification
- * the kernel gives it until IDLE_MS pass in which no two of them served at
- * once. A tick every IDLE_MS ends a RECV that waits, so that it sees that. */
+ * the kernel gives it until, after a call it served, IDLE_MS have passed in
+ * which no two of them served at once. No timer ends a RECV that waits: a
+ * signal would also end an ADDFD in progress (emulate.c), which the kernel
+ * has then answered for the caller with 0 and no fd. A thread that waits
+ * while the others served is woken by every call and finds it taken until
+ * they have gone to sleep; then the calls are its, and it sees the idle
+ * time after the next one. Until the last one sleeps the lead does not
+ * serve; a view that makes no call needs no serving. */
 static void cpu_loop(int i)
 {
-    timer_t tick;
-    struct sigevent ev;
-    memset(&ev, 0, sizeof ev);
-    ev.sigev_notify = SIGEV_THREAD_ID;
-    ev.sigev_signo = SIGRTMIN + 6;
-#ifdef sigev_notify_thread_id
-    ev.sigev_notify_thread_id = (pid_t)syscall(SYS_gettid);
-#else
-    ev._sigev_un._tid = (pid_t)syscall(SYS_gettid); /* glibc before 2.35 names it so only */
-#endif
-    int ticking = timer_create(CLOCK_MONOTONIC, &ev, &tick) == 0;
-    struct itimerspec every = {{0, IDLE_MS * 1000000L}, {0, IDLE_MS * 1000000L}}, never;
-    memset(&never, 0, sizeof never);
     int gone = 0;
     while (!stopping && !gone) {
         uint64_t n;
         if (read(wake_fd[i], &n, sizeof n) < 0)
             continue; /* EINTR: stopping? */
-        if (ticking)
-            timer_settime(tick, 0, &every, NULL);
         while (!stopping && now_ms() - __atomic_load_n(&last_overlap, __ATOMIC_RELAXED) < IDLE_MS) {
             struct seccomp_notif req;
             int r = take(&req);
@@ -307,8 +297,6 @@ static void cpu_loop(int i)
             answer(&req);
             __atomic_sub_fetch(&in_flight, 1, __ATOMIC_SEQ_CST);
         }
-        if (ticking)
-            timer_settime(tick, 0, &never, NULL);
         if (__atomic_sub_fetch(&servers_active, 1, __ATOMIC_SEQ_CST) == 0) {
             uint64_t one = 1; /* the last one: the lead serves again */
             if (write(wake_fd[0], &one, sizeof one) != sizeof one) {
@@ -316,8 +304,6 @@ static void cpu_loop(int i)
             }
         }
     }
-    if (ticking)
-        timer_delete(tick);
 }
 
 static void *serve_loop(void *arg)
