@@ -204,7 +204,7 @@ static void wake_main(void)
 }
 
 /* Take the next notification into *req: 1; 0 when RECV was interrupted (a
- * signal: the tick, or stopping) or the caller is gone; -1 when every
+ * signal: stopping) or the caller is gone; -1 when every
  * process with the filter is gone. RECV, not poll: a thread woken in RECV
  * that finds the call taken by another sleeps again in the kernel, where a
  * poller would return, look, and contend for the listener's lock with the
