@@ -280,7 +280,7 @@ class Dispatcher:
     def _all_prefixes(e):
         """Every prefix of engine e, of any kind, as bytes."""
         for p in (*e.prefixes, *e.kernel_prefixes, *e.layered_prefixes, *e.device_prefixes, *e.real_prefixes,
-                  *e.alias_prefixes, *(t for t, _ in e.move_prefixes), *(t for t, _ in e.layer_uppers)):
+                  *e.alias_prefixes, *(t for t, _ in e.move_prefixes)):
             yield p.encode() if isinstance(p, str) else p
 
     def _over(self, e, path):

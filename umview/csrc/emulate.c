@@ -291,7 +291,9 @@ static int upper_realize(const struct um_decide_in *in, char *out, size_t size)
     size_t t = prefix_len[i] == 1 ? 0 : prefix_len[i], u = strlen(prefix_upper[i]);
     const char *rest = in->path[0] + t;
     size_t r = strlen(rest);
-    if (u + r + 1 > size || rest[0] != '/')
+    if (rest[0] != '/')
+        return -EINVAL; /* the mount point itself: um_decide does not send it here */
+    if (u + r + 1 > size)
         return -ENAMETOOLONG;
     memcpy(out, prefix_upper[i], u);
     memcpy(out + u, rest, r + 1);
