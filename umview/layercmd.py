@@ -21,7 +21,7 @@ import shutil
 import stat
 import sys
 
-from umview import layerdiff
+from umview import layerdiff, layerfmt
 
 
 def build_parser():
@@ -75,6 +75,10 @@ class Applier:
         self.layer, self.target = changes["layer"], changes["target"]
         self.root = os.geteuid() == 0
         self.failed = []
+        self.legacy = layerfmt.legacy(self.layer)
+
+    def bookkeeping(self, path):
+        return layerdiff.is_bookkeeping(path, self.legacy)
 
     def upper(self, path):
         rel = os.path.relpath(path, self.target)
@@ -126,12 +130,12 @@ class Applier:
             self._make(src, path)
             return
         for dirpath, dirnames, filenames in os.walk(src):
-            dirnames[:] = [n for n in dirnames if not n.startswith(layerdiff.WH)]
+            dirnames[:] = [n for n in dirnames if not self.bookkeeping(os.path.join(dirpath, n))]
             dst = os.path.normpath(os.path.join(path, os.path.relpath(dirpath, src)))
             if not os.path.isdir(dst):
                 os.mkdir(dst)
             for n in filenames + [n for n in dirnames if os.path.islink(os.path.join(dirpath, n))]:
-                if not n.startswith(layerdiff.WH):
+                if not self.bookkeeping(os.path.join(dirpath, n)):
                     self._step(f"C {os.path.join(dst, n)}", self._make, os.path.join(dirpath, n),
                                os.path.join(dst, n))
         for dirpath, _, _ in os.walk(src, topdown=False):  # modes last: a 0555 directory was filled first

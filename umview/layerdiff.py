@@ -2,10 +2,11 @@
 against the tree below it, as lists of created, modified, deleted and
 renamed names.
 
-The layer is in aufs format (modules/viewfs/layers.py): a name in the upper
-directory hides the lower one, a whiteout ``.wh.NAME`` hides a deleted lower
-name, an opaque directory (holding ``.wh..wh..opq``) hides everything the
-lower directory held, ``.wh..cp.NAME`` is a copy-up in progress (ignored).
+The layer is in overlayfs's format (umview.layerfmt): a name in the upper
+directory hides the lower one, a whiteout (a character device 0/0) hides a
+deleted lower name, an opaque directory hides everything the lower directory
+held. A layer of umview's first format (aufs's ``.wh.`` files), which a view
+upgrades when it mounts it, is read as it is.
 
 What counts as a change is what differs between the tree the view shows and
 the real (lower) tree, not what the processes did:
@@ -35,9 +36,8 @@ import fcntl
 import os
 import stat
 
-WH = ".wh."
-OPAQUE = ".wh..wh..opq"
-COPY_TMP = ".wh..cp."
+from umview import layerfmt
+
 #: the xattr the cow engine sets on the copy of a lower file it renames
 ORIGIN_XATTR = "user.umview.origin"
 
@@ -133,6 +133,8 @@ class _Reader:
             raise NotADirectoryError(errno.ENOTDIR, "not a layer directory", upper)
         #: copies are made by root (ownership kept) or by a user (not)
         self.root_layer = st.st_uid == 0
+        #: in umview's first format (layerfmt.legacy)
+        self.legacy = layerfmt.legacy(upper)
         self.out = {k: {} for k in KINDS}  # kind -> {rel: entry}
         self.origins = {}  # rel of an upper file -> rel of the lower file it was renamed from
 
@@ -175,10 +177,10 @@ class _Reader:
         if stat.S_ISDIR(ust.st_mode):
             count = 0
             for dirpath, dirnames, filenames in os.walk(up, onerror=lambda e: None):
-                dirnames[:] = [n for n in dirnames if not n.startswith(WH)]
+                dirnames[:] = [n for n in dirnames if not self.bookkeeping(dirpath, n)]
                 base = os.path.relpath(dirpath, self.upper)
                 for n in dirnames + filenames:
-                    if n.startswith(WH):
+                    if self.bookkeeping(dirpath, n):
                         continue
                     count += 1
                     self._note_origin(_join(base, n))
@@ -195,6 +197,11 @@ class _Reader:
                 count += len(dirnames) + len(filenames)
             entry["entries"] = count
         self.out["deleted"][rel] = entry
+
+    def bookkeeping(self, directory, name):
+        """Is name in the upper directory the layer's own (a whiteout, a
+        marker), not a file of the view?"""
+        return is_bookkeeping(os.path.join(directory, name), self.legacy)
 
     def _note_origin(self, rel):
         up = _join(self.upper, rel)
@@ -213,10 +220,15 @@ class _Reader:
                 names = os.listdir(up)
             except OSError:
                 continue
-            opaque = hidden or OPAQUE in names
-            whiteouts = {n[len(WH):] for n in names
-                         if n.startswith(WH) and n != OPAQUE and not n.startswith(COPY_TMP)}
-            real = sorted(n for n in names if not n.startswith(WH))
+            if self.legacy:
+                whiteouts, opaque, own = layerfmt.legacy_names({os.fsencode(n) for n in names})
+                whiteouts, own = {os.fsdecode(n) for n in whiteouts}, {os.fsdecode(n) for n in own}
+            else:
+                own = {n for n in names if is_bookkeeping(_join(up, n))}
+                whiteouts = {n for n in own if not layerfmt.is_own(os.fsencode(n))}
+                opaque = layerfmt.is_opaque(up)
+            opaque = hidden or opaque
+            real = sorted(n for n in names if n not in own)
             low = _join(self.lower, rel)
             try:
                 low_names = set(os.listdir(low)) if os.path.isdir(low) else set()
@@ -271,6 +283,16 @@ class _Reader:
             entry = {"path": self.path(rel), "type": "file", "from": self.path(origin), "to": self.path(rel)}
             entry.update(self.differences(origin, lst, rel, ust))
             self.out["renamed"][rel] = entry
+
+
+def is_bookkeeping(path, legacy=False):
+    """Is the upper layer's path one of the layer's own files (a whiteout, a
+    marker, the layer's records), not one of the view? legacy: the layer is
+    in umview's first format."""
+    name = os.fsencode(os.path.basename(path))
+    if legacy:
+        return name.startswith(layerfmt.LEGACY_WH)
+    return layerfmt.is_own(name) or layerfmt.is_whiteout(_lstat(path))
 
 
 def changes(upper, lower="/", target="/"):

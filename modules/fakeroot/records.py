@@ -11,7 +11,7 @@ in memory for the view's life and may be kept on disk:
   file system, not restored from a copy).
 - a copy-on-write layer (viewfs cow, ``--sandbox --keep-layer``): the records
   of files of the upper layer are kept in the layer, in ``.wh..wh.umview-
-  fakeroot.json`` at its root (a name aufs reserves for a layer's own
+  fakeroot.json`` at its root (a name umview.layerfmt reserves for the layer's own
   metadata: the view does not show it, ``umview-layer`` skips it), keyed by
   the path in the layer, found again at the end by walking the layer (so a
   file renamed in the view keeps its record). A later view on the layer reads
@@ -25,9 +25,11 @@ import logging
 import os
 import stat
 
+from umview import layerfmt
+
 log = logging.getLogger("umview")
 
-LAYER_FILE = b".wh..wh.umview-fakeroot.json"
+LAYER_FILE = layerfmt.RESERVED + b"umview-fakeroot.json"  # the layer's own: the view never shows it
 FIELDS = ("uid", "gid", "mode", "kind", "rdev")
 
 

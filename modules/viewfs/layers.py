@@ -3,11 +3,11 @@
 The view at the mount point is the union of two real directories: the *upper*
 layer (the mount's SOURCE, where changes go) over the *lower* one (what was at
 TARGET). A name in the upper layer hides the same name below; a *whiteout*
-(an empty file ``.wh.NAME`` in the upper directory) hides a lower name that was
-deleted; an *opaque* directory (holding ``.wh..wh..opq``) hides the whole lower
-directory below it (a directory removed, then made again). It is the on-disk
-format of aufs, readable without privileges: any user can keep a layer, and a
-later view over the same layer sees the same changes.
+(a character device 0/0 of the same name) hides a lower name that was
+deleted; an *opaque* directory hides the whole lower directory below it (a
+directory removed, then made again). It is overlayfs's on-disk format
+(umview.layerfmt), which any user can write: any user can keep a layer, and
+a later view over the same layer sees the same changes.
 
 The kernel still does the I/O. A path in the view is turned into the real path
 of the layer that holds it; a call that changes a lower file first *copies it
@@ -40,7 +40,7 @@ import stat
 import struct
 import tempfile
 
-from umview import core, janitor, layerdiff
+from umview import core, janitor, layerdiff, layerfmt
 from umview.engine import CONTINUE, CONTINUE_AFTER, Skip
 from umview.layerdiff import ORIGIN_XATTR as ORIGIN  # on an upper copy: the lower name it was renamed from
 from umview.pathwalk import lstat_plain
@@ -48,9 +48,10 @@ from umview.service import SUN_PATH_MAX, RedirectMount
 
 log = logging.getLogger("umview")
 
-WH = b".wh."
-OPAQUE = b".wh..wh..opq"
-COPY_TMP = b".wh..cp."  # copy-up in progress: a whiteout of a name no one has
+NAME_MAX = 255
+#: in an upper directory, a name that is never there (layerfmt.RESERVED):
+#: the kernel finds no such file where a whiteout hides a name
+VOID = layerfmt.RESERVED + b"void"
 
 O_WRONLY, O_RDWR, O_CREAT, O_EXCL, O_TRUNC = 0o1, 0o2, 0o100, 0o200, 0o1000
 O_DIRECTORY, O_TMPFILE = 0o200000, 0o20200000
@@ -176,12 +177,15 @@ def forget_probes(call, layers):
 class Node:
     """What the view holds at one path: the upper entry (lstat or None), the
     lower one if it shows through (lstat or None), and whether a whiteout or
-    an opaque directory hides the lower name."""
+    an opaque directory hides the lower name. ``void``: for a name a
+    whiteout removed (it or a directory above it), the real path where the
+    kernel finds the same nothing."""
 
-    __slots__ = ("rel", "upper", "lower", "hidden", "layers")
+    __slots__ = ("rel", "upper", "lower", "hidden", "layers", "void")
 
-    def __init__(self, layers, rel, upper, lower, hidden):
+    def __init__(self, layers, rel, upper, lower, hidden, void=None):
         self.layers, self.rel, self.upper, self.lower, self.hidden = layers, rel, upper, lower, hidden
+        self.void = void
 
     @property
     def st(self):
@@ -199,6 +203,8 @@ class Node:
     def real(self):
         """The real path the kernel should get: the layer holding the name;
         for a missing name, a path where the kernel finds the same error."""
+        if self.void is not None:
+            return self.void
         if self.upper is not None or self.hidden:
             return self.layers.up(self.rel)
         return self.layers.low(self.rel)
@@ -259,6 +265,7 @@ class Layers:
         last = len(comps) - 1
         hidden = False
         opaque = False  # the upper directory reached so far is opaque
+        void = None     # below a whiteout: where the kernel finds nothing (Node.void)
         upfd = _open_dir(self.upper, follow=True)
         lowfd = None    # the lower directory reached so far (with a memo), once needed
         low_gone = memo is None  # without a memo only the last lower name is looked up, by path
@@ -273,15 +280,23 @@ class Layers:
                         return node
                 parent = prefix
                 prefix = c if i == 0 else prefix + b"/" + c
-                if upfd is not None and not hidden and (opaque or _stat_at(WH + c, upfd) is not None):
-                    hidden = True
                 ust = _stat_at(c, upfd) if upfd is not None else None
+                if void is not None:
+                    void += b"/" + c
+                elif layerfmt.is_whiteout(ust) or layerfmt.is_own(c):
+                    # removed in the view (or the layer's own file): nothing
+                    # at this name, in either layer
+                    ust = None
+                    hidden = True
+                    void = self.up(parent) + b"/" + VOID
+                if upfd is not None and not hidden and opaque:
+                    hidden = True
                 is_dir = ust is not None and stat.S_ISDIR(ust.st_mode)
-                child_opaque = is_dir and _stat_at(c + b"/" + OPAQUE, upfd) is not None
+                child_opaque = is_dir and layerfmt.is_opaque(c, dir_fd=upfd)
                 if child_opaque:
                     node = Node(self, prefix, ust, None, True)  # nothing below shows
                 elif hidden:
-                    node = Node(self, prefix, ust, None, True)
+                    node = Node(self, prefix, ust, None, True, void)
                 elif memo is None:
                     node = Node(self, prefix, ust, _lstat(self.low(rel)), False) if i == last else None
                 else:
@@ -320,14 +335,22 @@ class Layers:
         directory upfd, where the lower layer has nothing (or nothing that
         shows): one lookup by the kernel (no symlink may be on the way: the
         component walk handles those), so a deep path costs O(1) calls here.
-        None: walk instead. Whiteouts and opaque markers further down are not
-        looked at: with no lower name to hide they change nothing."""
+        None: walk instead. Opaque directories further down are not looked
+        at: with no lower name to hide they change nothing; a whiteout there
+        (the upper layer keeps none where nothing lies below) still hides its
+        name."""
+        if any(layerfmt.is_own(c) for c in comps):
+            return None
         try:
-            return Node(self, rel, lstat_plain(b"/".join(comps), upfd, beneath=True), None, hidden)
+            st = lstat_plain(b"/".join(comps), upfd, beneath=True)
         except FileNotFoundError:
-            pass
+            st = None
         except OSError:
             return None
+        if layerfmt.is_whiteout(st):
+            return Node(self, rel, None, None, True, self.up(_parent(rel)[0]) + b"/" + VOID)
+        if st is not None:
+            return Node(self, rel, st, None, hidden)
         if len(comps) > 1:  # missing: the name is new if its parent is a directory
             try:
                 if not stat.S_ISDIR(lstat_plain(b"/".join(comps[:-1]), upfd, beneath=True).st_mode):
@@ -337,7 +360,7 @@ class Layers:
         return Node(self, rel, None, None, hidden)
 
     def opaque(self, rel):
-        return os.path.lexists(self.up(rel) + b"/" + OPAQUE)
+        return layerfmt.is_opaque(self.up(rel))
 
     def listing(self, rel):
         """The merged entries of an upper directory: {name: (st_mode type
@@ -348,11 +371,13 @@ class Layers:
         with os.scandir(up) as it:
             for e in it:
                 n = e.name
-                if n.startswith(WH):
-                    if n != OPAQUE:
-                        whiteouts.add(n[len(WH):])
+                if layerfmt.is_own(n):
                     continue
-                names[n] = _entry(e)
+                kind, ino = _entry(e)
+                if kind == stat.S_IFCHR and layerfmt.is_whiteout(e.stat(follow_symlinks=False)):
+                    whiteouts.add(n)
+                    continue
+                names[n] = kind, ino
         if not self.opaque(rel):
             try:
                 with os.scandir(self.low(rel)) as it:
@@ -421,38 +446,67 @@ class Layers:
 
     def copy_up(self, node, data=True):
         """Copy a lower non-directory to the upper layer (parents first).
-        Returns the upper path."""
+        Returns the upper path. A regular file is written unnamed (O_TMPFILE)
+        and linked in whole, so no process sees half a copy and no temporary
+        name lengthens the file's; a file system without O_TMPFILE gets the
+        copy written in place. The other kinds have no data to wait for."""
         rel = node.rel
         parent, name = _parent(rel)
         up_parent = self.ensure_dir(parent)
         up = self.up(rel)
         low = self.low(rel)
         st = node.lower
-        tmp = up_parent + b"/" + COPY_TMP + name
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
         kind = stat.S_IFMT(st.st_mode)
         if kind == stat.S_IFREG:
-            if data:
-                with open(low, "rb") as src, open(tmp, "xb") as dst:
-                    shutil.copyfileobj(src, dst, 1 << 20)
-            else:
-                open(tmp, "xb").close()
-        elif kind == stat.S_IFLNK:
-            os.symlink(os.readlink(low), tmp)
-        elif kind == stat.S_IFIFO:
-            os.mkfifo(tmp, 0o600)
-        elif kind in (stat.S_IFCHR, stat.S_IFBLK) and self.root:
-            os.mknod(tmp, st.st_mode, st.st_rdev)
+            self._copy_file(low if data else None, up_parent, up, st)
         else:
-            raise OSError(errno.EPERM, "cannot copy this kind of file up")
-        if kind != stat.S_IFLNK:
-            self._copy_attrs(tmp, st)
-        elif self.root:
-            os.lchown(tmp, st.st_uid, st.st_gid)
-        os.rename(tmp, up)
+            if kind == stat.S_IFLNK:
+                os.symlink(os.readlink(low), up)
+            elif kind == stat.S_IFIFO:
+                os.mkfifo(up, 0o600)
+            elif kind in (stat.S_IFCHR, stat.S_IFBLK) and self.root:
+                os.mknod(up, st.st_mode, st.st_rdev)
+            else:
+                raise OSError(errno.EPERM, "cannot copy this kind of file up")
+            if kind != stat.S_IFLNK:
+                self._copy_attrs(up, st)
+            elif self.root:
+                os.lchown(up, st.st_uid, st.st_gid)
         self.on_change(rel)
         return up
+
+    def _copy_file(self, low, up_parent, up, st):
+        """The copy of the lower regular file low (None: empty) at up, with
+        st's attributes."""
+        name = _parent(up)[1]
+        pfd = os.open(up_parent, _DIR_OPEN)
+        try:
+            try:
+                fd = os.open(b".", os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o600, dir_fd=pfd)
+                tmp = True
+            except OSError as exc:
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                    raise
+                fd = os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600, dir_fd=pfd)
+                tmp = False
+            try:
+                if low is not None:
+                    with open(low, "rb") as src, open(fd, "wb", closefd=False) as dst:
+                        shutil.copyfileobj(src, dst, 1 << 20)
+                if self.root:
+                    os.fchown(fd, st.st_uid, st.st_gid)
+                os.fchmod(fd, stat.S_IMODE(st.st_mode))
+                os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
+                if tmp:  # linkat(AT_SYMLINK_FOLLOW) of the unnamed file
+                    os.link(b"/proc/self/fd/%d" % fd, name, dst_dir_fd=pfd, follow_symlinks=True)
+            except BaseException:
+                if not tmp:
+                    os.unlink(name, dir_fd=pfd)
+                raise
+            finally:
+                os.close(fd)
+        finally:
+            os.close(pfd)
 
     def _copy_attrs(self, path, st, extra=0, dir_fd=None):
         if self.root:
@@ -482,25 +536,32 @@ class Layers:
             pass
 
     def whiteout(self, rel):
-        parent, name = _parent(rel)
-        up_parent = self.ensure_dir(parent)
-        with open(up_parent + b"/" + WH + name, "wb"):
-            pass
+        """Hide the lower name rel (the upper layer has nothing there)."""
+        up_parent = self.ensure_dir(_parent(rel)[0])
+        fd = os.open(up_parent, _DIR_OPEN)
+        try:
+            layerfmt.make_whiteout(_parent(rel)[1], dir_fd=fd)
+        finally:
+            os.close(fd)
         self.on_change(rel)
 
     def unwhiteout(self, rel):
         """Remove the whiteout of rel; True if there was one."""
-        parent, name = _parent(rel)
+        up = self.up(rel)
+        if not layerfmt.is_whiteout(_lstat(up)):
+            return False
         try:
-            os.unlink(self.up(parent) + b"/" + WH + name)
+            os.unlink(up)
         except (FileNotFoundError, NotADirectoryError):
             return False
         self.on_change(rel)
         return True
 
     def make_opaque(self, rel):
-        with open(self.up(rel) + b"/" + OPAQUE, "wb"):
-            pass
+        """The upper directory rel hides the lower one of its name."""
+        up = self.up(rel)
+        if not layerfmt.set_opaque(up):
+            layerfmt.hide_all(up, self.low(rel))
         self.on_change(rel)
 
     def remove_upper(self, rel):
@@ -527,19 +588,13 @@ class Layers:
 
     def kinds(self, rel):
         """[(rel, kind)] for one name of the upper layer: kind 0 = not there."""
-        parent, name = _parent(rel)
-        if name == OPAQUE:
-            return [(parent, LAYER_HIDE)]
-        if name.startswith(COPY_TMP):
-            return []
-        if name.startswith(WH):
-            return [(_join(parent, name[len(WH):]) if parent else name[len(WH):], LAYER_HIDE)]
+        if layerfmt.is_own(_parent(rel)[1]):
+            return [(rel, LAYER_HIDE)]  # never shown: the view answers for it
         st = _lstat(self.up(rel))
         if st is None:
-            # gone: hidden if a whiteout stands for it, else not in the set
-            if os.path.lexists(self.up(parent) + b"/" + WH + name):
-                return [(rel, LAYER_HIDE)]
-            return [(rel, 0)]
+            return [(rel, 0)]  # gone
+        if layerfmt.is_whiteout(st):
+            return [(rel, LAYER_HIDE)]
         if stat.S_ISDIR(st.st_mode):
             # a directory only the upper layer has: everything below it is
             # there too, and may be made by the kernel without us (a cwd in
@@ -715,6 +770,9 @@ FD_IOCTLS = {
 # _copied_up_fd: the fd's lower file is no longer in the view
 GONE = object()
 ACCESS = frozenset({"access", "faccessat", "faccessat2"})
+XATTR_CHANGES = frozenset({"setxattr", "lsetxattr", "removexattr", "lremovexattr", "setxattrat", "removexattrat"})
+#: xattrs of the layer's format, never a process's to change
+LAYER_XATTRS = (b"user.overlay.", b"trusted.overlay.")
 W_OK = 2
 # calls that act on a directory of the view, which a listing directory stands for
 DIR_FD_CALLS = frozenset({"chdir"}) | OPENS
@@ -822,6 +880,11 @@ class LayeredMount(RedirectMount):
         if self.hold is None:
             log.warning("viewfs: layer %s: umview-layer apply is changing the real tree from it, or it "
                         "cannot be locked: this view may see it half applied", os.fsdecode(self.layers.upper))
+        try:
+            layerfmt.upgrade(self.layers.upper, self.layers.lower)
+        except OSError as exc:
+            log.warning("viewfs: layer %s: could not bring it to this umview's format (%s): this view may not "
+                        "show its changes right", os.fsdecode(self.layers.upper), exc)
         if self.layer_in_core:
             for rel, kind in self.layers.entries():
                 v = self._vpath(rel)
@@ -1118,6 +1181,9 @@ class LayeredMount(RedirectMount):
         return node
 
     def _modify(self, call, s):
+        if call.name in XATTR_CHANGES and call.attr is not None and call.attr.startswith(LAYER_XATTRS):
+            # the layer's own (an opaque directory), as overlayfs keeps them
+            raise OSError(errno.EPERM, os.strerror(errno.EPERM))
         self._for_change(call, s)
         return CONTINUE
 
@@ -1150,6 +1216,8 @@ class LayeredMount(RedirectMount):
         node = self._probe(call, rel)
         if node.exists:
             raise OSError(errno.EEXIST, os.strerror(errno.EEXIST))
+        if layerfmt.is_own(_parent(rel)[1]):
+            raise OSError(errno.EPERM, "a name the layer keeps for itself")
         parent, _ = _parent(rel)
         pnode = self._probe(call, parent)
         if not pnode.is_dir:
@@ -1179,6 +1247,17 @@ class LayeredMount(RedirectMount):
             self.layers.make_opaque(rel)
 
     def _create(self, call, s):
+        if call.name in ("mknod", "mknodat") and stat.S_ISCHR(call.mode) and call.dev == 0:
+            # a whiteout in the layer: the name would vanish (overlayfs
+            # refuses it too), once the kernel's earlier checks passed
+            slot, index, rel, raw = s
+            node = self._probe(call, rel)
+            if node.exists:
+                raise OSError(errno.EEXIST, os.strerror(errno.EEXIST))
+            if self._probe(call, _parent(rel)[0]).is_dir and len(_parent(rel)[1]) <= NAME_MAX:
+                raise OSError(errno.EPERM, os.strerror(errno.EPERM))
+            self._set(call, index, node.real, raw)  # the kernel's ENOENT, ENOTDIR, ENAMETOOLONG
+            return CONTINUE
         self._prepare_new(call, s)
         return CONTINUE_AFTER
 
@@ -1408,6 +1487,9 @@ class LayeredMount(RedirectMount):
     def _fd_change(self, call):
         """fchmod, fchown, fsetxattr, fremovexattr on an fd of a lower file
         (or of a listing directory): made on the file of the view by path."""
+        if call.name in ("fsetxattr", "fremovexattr") and call.attr is not None \
+                and call.attr.startswith(LAYER_XATTRS) and self._layer_fd(call):
+            return Skip.errno(errno.EPERM)  # the layer's own, as _modify says
         rel = self._copied_up_fd(call)
         if rel is None:
             return CONTINUE
@@ -1450,6 +1532,13 @@ class LayeredMount(RedirectMount):
         finally:
             os.close(fd)
         return Skip(0)
+
+    def _layer_fd(self, call):
+        """Is the file of call's fd (argument 0) one of this mount's?"""
+        path = self._fd_path(call)
+        return path is not None and path.startswith(b"/") and (
+            self.relative(path) is not None or path == self.layers.upper
+            or path.startswith(self.layers.upper + b"/"))
 
     def _is_lower(self, call, fd, rel):
         """Is the file of the process's fd the lower layer's file at rel?"""

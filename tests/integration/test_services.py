@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from conftest import entry_for, need_user, run, umview_argv, umview_for
+from umview import layerfmt
 
 BIN = os.path.dirname(sys.executable)
 COMMANDS = ["um_add_service", "um_del_service", "um_ls_service", "um_fsalias", "um_attach", "viewname", "vuname"]
@@ -191,7 +192,8 @@ def test_cow_view_over_a_directory_another_mount_provides(src_tree):
     assert rc == 0, err
     assert out == "n\nin the source\n"
     assert (t / "src" / "f").read_text() == "in the source\n"  # the lower is untouched
-    assert sorted(os.listdir(t / "layer")) == [".wh.f", "n"]
+    assert sorted(os.listdir(t / "layer")) == ["f", "n"]
+    assert layerfmt.is_whiteout(os.lstat(t / "layer" / "f"))  # f's whiteout
 
 
 def test_deleting_the_middle_service_closes_the_stack(src_tree):

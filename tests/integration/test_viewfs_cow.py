@@ -29,6 +29,7 @@ import zipfile
 import pytest
 
 from conftest import NOBODY, as_user, need_user, run, umview_argv, umview_for  # noqa: F401
+from umview import layerfmt
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGS = os.path.join(HERE, "progs")
@@ -371,7 +372,9 @@ def test_cow_view_of_root_changes_nothing_real(scratch, user):
         assert not os.path.lexists(p), p
     assert os.path.exists("/etc/hostname")
     # the layer holds the changes
-    for rel in ("etc/umview-probe2", "etc/.wh.hostname", "etc/.wh.debian_version", "etc/issue",
+    for rel in ("etc/hostname", "etc/debian_version"):
+        assert layerfmt.is_whiteout(os.lstat(os.path.join(layer, rel))), rel
+    for rel in ("etc/umview-probe2", "etc/issue",
                 "usr/local/share/p/link", "usr/local/share/p/debian_version", "opt/umview-probe/t/readme",
                 "srv/.git/HEAD", "srv/README", site.lstrip("/") + "/__init__.py"):
         assert os.path.lexists(os.path.join(layer, rel)), rel

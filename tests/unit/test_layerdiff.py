@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from umview import layerdiff
+from umview import layerdiff, layerfmt
 from umview.modules.viewfs.layers import Layers
 
 
@@ -168,11 +168,84 @@ def test_paths_are_reported_under_the_target_and_the_report_is_json(tree):
     assert json.loads(json.dumps(c)) == c
 
 
-def test_copy_up_in_progress_names_are_ignored(tree):
+def _first_format_layer(upper):
+    """What umview's first format (aufs's .wh. files) kept for: /etc/hosts
+    removed, /etc/app removed and made again (opaque), a copy-up of
+    /srv/old in progress, fakeroot's records."""
+    os.makedirs(os.path.join(upper, "etc", "app"))
+    open(os.path.join(upper, "etc", ".wh.hosts"), "w").close()
+    open(os.path.join(upper, "etc", "app", ".wh..wh..opq"), "w").close()
+    open(os.path.join(upper, "etc", "app", "new"), "w").close()
+    os.makedirs(os.path.join(upper, "srv"))
+    open(os.path.join(upper, "srv", ".wh..cp.old"), "w").close()
+    open(os.path.join(upper, ".wh..wh.umview-fakeroot.json"), "w").close()
+
+
+def _first_format_changes(c):
+    assert by_path(c["deleted"]) == {"/etc/hosts": {"path": "/etc/hosts", "type": "file"},
+                                     "/etc/app/a.conf": {"path": "/etc/app/a.conf", "type": "file"},
+                                     "/etc/app/sub": {"path": "/etc/app/sub", "type": "dir", "entries": 1}}
+    assert c["created"] == [{"path": "/etc/app/new", "type": "file"}]
+
+
+def test_a_layer_of_the_first_format_is_read_as_it_is(tree):
     layers, upper, lower = tree
+    _first_format_layer(upper)
+    assert layerfmt.legacy(upper)
+    _first_format_changes(layerdiff.changes(upper, lower))
+    assert layerfmt.legacy(upper)  # reading changed nothing
+
+
+def test_a_view_upgrades_a_layer_of_the_first_format_to_the_same_changes(tree):
+    layers, upper, lower = tree
+    _first_format_layer(upper)
+    layerfmt.upgrade(upper, lower)
+    assert not layerfmt.legacy(upper)
+    assert sorted(os.listdir(os.path.join(upper, "etc"))) == ["app", "hosts"]
+    assert layerfmt.is_whiteout(os.lstat(os.path.join(upper, "etc", "hosts")))
+    assert layerfmt.is_opaque(os.path.join(upper, "etc", "app"))
+    assert os.listdir(os.path.join(upper, "srv")) == []  # the copy-up in progress is gone
+    assert os.path.exists(os.path.join(upper, ".wh..wh.umview-fakeroot.json"))  # the layer's own stays
+    _first_format_changes(layerdiff.changes(upper, lower))
+    assert not layers.probe(b"etc/hosts").exists and not layers.probe(b"etc/app/a.conf").exists
+    assert layers.probe(b"etc/app/new").exists and not layers.probe(b".wh..wh.umview-fakeroot.json").exists
+
+
+def test_names_of_255_bytes_are_removed_copied_and_made_opaque_in_the_layer(tree):
+    layers, upper, lower = tree
+    long = b"n" * 255
+    with open(os.path.join(lower, "srv").encode() + b"/" + long, "w") as f:
+        f.write("lower\n")
+    os.makedirs(os.path.join(lower, "srv").encode() + b"/d" + long[1:] + b"/in")
+    layers.copy_up(layers.probe(b"srv/" + long))
+    assert open(os.path.join(upper, "srv").encode() + b"/" + long).read() == "lower\n"
+    layers.remove_upper(b"srv/" + long)
+    layers.whiteout(b"srv/" + long)
+    assert not layers.probe(b"srv/" + long).exists
+    d = b"srv/d" + long[1:]
+    layers.whiteout(d + b"/in")
+    layers.remove_upper(d)
+    layers.whiteout(d)
+    layers.unwhiteout(d)
+    os.mkdir(layers.up(d))
+    layers.make_opaque(d)
+    assert layers.probe(d).exists and not layers.probe(d + b"/in").exists
+    c = layerdiff.changes(upper, lower)
+    assert {e["path"] for e in c["deleted"]} == {"/srv/" + "n" * 255, "/srv/d" + "n" * 254 + "/in"}
+    assert os.listdir(os.path.join(upper, "srv").encode()) and all(len(n) <= 255 for n in os.listdir(upper + "/srv"))
+
+
+def test_where_the_layer_keeps_no_xattrs_an_opaque_directory_hides_each_lower_name(tree, monkeypatch):
+    layers, upper, lower = tree
+    monkeypatch.setattr(layerfmt, "set_opaque", lambda path: False)
     layers.ensure_dir(b"etc")
-    open(os.path.join(upper, "etc", ".wh..cp.hosts"), "w").close()
-    assert layerdiff.changes(upper, lower) ["deleted"] == []
+    layers.whiteout(b"etc/app")
+    layers.remove_upper(b"etc/app")
+    os.mkdir(layers.up(b"etc/app"))
+    layers.make_opaque(b"etc/app")
+    assert sorted(os.listdir(layers.up(b"etc/app"))) == [b"a.conf", b"sub"]  # whiteouts of both
+    assert layers.listing(b"etc/app") == {}
+    assert not layers.probe(b"etc/app/sub/b").exists
 
 
 def test_the_summary_is_short(tree):

@@ -9,24 +9,30 @@ import pytest
 
 from umview.engine import Call
 from umview.syscalls import spec
-from umview.modules.viewfs.layers import OPAQUE, WH, Layers, _lstat, probe_memo
+from umview import layerfmt
+from umview.modules.viewfs.layers import VOID, Layers, _lstat, probe_memo
 
 
 def reference_probe(layers, rel):
-    """The probe as it was written first: a lookup of each prefix by path."""
+    """The probe as it was written first: a lookup of each prefix by path.
+    (upper lstat, lower lstat, hidden, the void path below a whiteout)"""
     comps = rel.split(b"/") if rel else []
     hidden = False
     upper_dir = True
+    void = None
     ust = _lstat(layers.upper)
     for i, c in enumerate(comps):
         parent = b"/".join(comps[:i])
-        if upper_dir and not hidden:
-            up_parent = layers.up(parent)
-            if os.path.lexists(up_parent + b"/" + OPAQUE) and i > 0 or \
-                    os.path.lexists(up_parent + b"/" + WH + c):
-                hidden = True
+        if void is not None:
+            void += b"/" + c
         if upper_dir:
             ust = _lstat(layers.up(_join(parent, c)))
+            if layerfmt.is_whiteout(ust):
+                ust = None
+                hidden = True
+                void = layers.up(parent) + b"/" + VOID
+            elif not hidden and i > 0 and layerfmt.is_opaque(layers.up(parent)):
+                hidden = True
             if ust is None:
                 upper_dir = False
             elif not stat.S_ISDIR(ust.st_mode):
@@ -36,10 +42,10 @@ def reference_probe(layers, rel):
                     ust = None
         else:
             ust = None
-    if comps and upper_dir and ust is not None and os.path.lexists(layers.up(rel) + b"/" + OPAQUE):
-        return ust, None, True
+    if comps and upper_dir and ust is not None and layerfmt.is_opaque(layers.up(rel)):
+        return ust, None, True, None
     lst = None if hidden else _lstat(layers.low(rel))
-    return ust, lst, hidden
+    return ust, lst, hidden, void
 
 
 def _join(a, b):
@@ -55,8 +61,8 @@ def node_summary(node):
 
 
 def ref_summary(layers, rel):
-    ust, lst, hidden = reference_probe(layers, rel)
-    real = layers.up(rel) if ust is not None or hidden else layers.low(rel)
+    ust, lst, hidden, void = reference_probe(layers, rel)
+    real = void or (layers.up(rel) if ust is not None or hidden else layers.low(rel))
     return summary(ust), summary(lst), hidden, real
 
 
@@ -95,9 +101,11 @@ def build_random_tree(layers, rng, depth):
             if r < 0.05:
                 open(p + b"/sib", "wb").close()
             if base == layers.upper and r < 0.08:
-                open(p + b"/" + OPAQUE, "wb").close()
+                assert layerfmt.set_opaque(p)
             elif base == layers.upper and r < 0.16:
-                open(p + b"/" + WH + names[i + 1] if i + 1 < depth else p + b"/" + WH + b"x", "wb").close()
+                # the next lower name removed: the upper chain ends here
+                layerfmt.make_whiteout(p + b"/" + (names[i + 1] if i + 1 < depth else b"x"))
+                break
             elif base == layers.upper and r < 0.18 and i + 1 < stop:
                 # a file (or a symlink) of the upper layer over a lower directory, at the end
                 tail = p + b"/" + names[i + 1]
@@ -132,8 +140,8 @@ def test_whiteout_opaque_dir_and_file_over_dir_at_depth(layers):
     for x in (b"gone", b"kept", b"shadow"):
         os.makedirs(layers.low(deep + b"/" + x + b"/in"))
     os.makedirs(layers.up(deep + b"/a/b"))
-    open(layers.up(deep + b"/.wh.gone"), "wb").close()
-    open(layers.up(deep + b"/a/b/" + OPAQUE), "wb").close()
+    layerfmt.make_whiteout(layers.up(deep + b"/gone"))
+    assert layerfmt.set_opaque(layers.up(deep + b"/a/b"))
     open(layers.up(deep + b"/shadow"), "wb").close()
     call = FakeCall()
     memo = probe_memo(call, layers)

@@ -1,0 +1,188 @@
+"""The on-disk format of a copy-on-write layer (viewfs merge, cow and mincow
+mounts, ``umview --sandbox``), read by the view, ``umview-layer``,
+``--report`` and the pytest plugin.
+
+A layer is a directory, the *upper* layer, over a lower tree. It is in
+overlayfs's format, in the flavour an unprivileged overlayfs mount uses
+(``userxattr``, Documentation/filesystems/overlayfs.rst), which any user can
+write since Linux 5.8:
+
+- a name in the upper directory hides the same name below;
+- a *whiteout*, a character device 0/0 with the name it hides, stands for a
+  lower name the view removed;
+- an *opaque* directory, one with the xattr ``user.overlay.opaque`` = ``y``,
+  hides everything the lower directory of its name holds (a directory
+  removed, then made again, or one renamed over a lower one). Where the
+  layer's file system has no user xattrs, such a directory gets a whiteout
+  of each lower name instead, which hides the same names.
+
+So the layer's bookkeeping never lengthens a user's name: a name of 255
+bytes has its whiteout of 255 bytes, and no temporary name is made beside a
+file being copied up (an O_TMPFILE file is linked in once complete). Names
+beginning with ``.wh..wh.`` (aufs's prefix for a layer's own files) are the
+layer's, not the view's: fakeroot keeps its records in one at the layer's
+root.
+
+The layer's root carries ``user.umview.layer`` = ``2`` where it can. A
+directory without it that holds ``.wh.NAME`` files is in umview's first
+format (aufs's: an empty file ``.wh.NAME`` for a whiteout, ``.wh..wh..opq``
+in an opaque directory, ``.wh..cp.NAME`` for a copy-up in progress): a view
+upgrades it in place when it mounts it (upgrade()), umview-layer reads it as
+it is (``legacy``).
+
+Light imports only: umview-layer and the pytest plugin load it without the
+C core.
+"""
+import errno
+import os
+import stat
+
+#: the xattr that makes a directory opaque, and its value
+OPAQUE_XATTR = "user.overlay.opaque"
+OPAQUE_VALUE = b"y"
+#: the mark of this format on the layer's root
+FORMAT_XATTR = "user.umview.layer"
+FORMAT = b"2"
+#: names with this prefix are the layer's own files, never the view's
+RESERVED = b".wh..wh."
+# the first format's names
+LEGACY_WH = b".wh."
+LEGACY_OPAQUE = b".wh..wh..opq"
+LEGACY_COPY_TMP = b".wh..cp."
+#: errors of a file system that keeps no user xattrs (or not on this file)
+_NO_XATTRS = (errno.ENOTSUP, errno.EOPNOTSUPP, errno.EPERM)
+
+
+def is_whiteout(st):
+    """Does this lstat result stand for a removed name?"""
+    return st is not None and stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
+
+
+def is_own(name):
+    """Is name (bytes) one of the layer's own files (never shown)?"""
+    return name.startswith(RESERVED)
+
+
+def make_whiteout(name, dir_fd=None):
+    """Make the whiteout of name (in the directory dir_fd). A whiteout there
+    already is no error."""
+    try:
+        os.mknod(name, stat.S_IFCHR, 0, dir_fd=dir_fd)
+    except FileExistsError:
+        if not is_whiteout(os.stat(name, dir_fd=dir_fd, follow_symlinks=False)):
+            raise
+
+
+def _xattr_path(name, dir_fd):
+    # Python's getxattr takes no dir_fd; an O_PATH fd takes no fgetxattr
+    return name if dir_fd is None else b"/proc/self/fd/%d/%s" % (dir_fd, os.fsencode(name))
+
+
+def is_opaque(path, dir_fd=None):
+    """Is the upper directory path (relative to dir_fd) opaque?"""
+    try:
+        return os.getxattr(_xattr_path(path, dir_fd), OPAQUE_XATTR, follow_symlinks=False) == OPAQUE_VALUE
+    except OSError:
+        return False  # no such xattr, or none on this file system
+
+
+def set_opaque(path):
+    """Make the upper directory path opaque; False where its file system
+    keeps no user xattrs (hide_all then does the same)."""
+    try:
+        os.setxattr(path, OPAQUE_XATTR, OPAQUE_VALUE, follow_symlinks=False)
+    except OSError as exc:
+        if exc.errno in _NO_XATTRS:
+            return False
+        raise
+    return True
+
+
+def hide_all(upper_dir, lower_dir):
+    """What an opaque upper_dir means, where it cannot be marked: a whiteout
+    of every name of lower_dir that upper_dir lacks."""
+    try:
+        names = os.listdir(lower_dir)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    fd = os.open(upper_dir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for n in names:
+            try:
+                os.stat(n, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                make_whiteout(n, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def mark(upper):
+    """Mark the layer upper as in this format (where it keeps xattrs)."""
+    try:
+        os.setxattr(upper, FORMAT_XATTR, FORMAT, follow_symlinks=False)
+    except OSError as exc:
+        if exc.errno not in _NO_XATTRS:
+            raise
+
+
+def legacy(upper):
+    """Is the layer upper in umview's first format (aufs's .wh. files)?"""
+    try:
+        if os.getxattr(upper, FORMAT_XATTR, follow_symlinks=False) == FORMAT:
+            return False
+    except OSError:
+        pass
+    for _, dirnames, filenames in os.walk(os.fsencode(upper)):
+        for n in filenames + dirnames:
+            if n.startswith(LEGACY_WH) and (not n.startswith(RESERVED) or n == LEGACY_OPAQUE):
+                return True
+    return False
+
+
+def legacy_names(names):
+    """In a directory of a first-format layer, whose names (bytes) are
+    names: (the names its whiteouts hide, whether it is opaque, the names
+    that are the layer's bookkeeping)."""
+    whiteouts, opaque, own = set(), False, set()
+    for n in names:
+        if n == LEGACY_OPAQUE:
+            opaque = True
+        elif n.startswith(LEGACY_WH) and not n.startswith(LEGACY_COPY_TMP) and not n.startswith(RESERVED):
+            whiteouts.add(n[len(LEGACY_WH):])
+        if n.startswith(LEGACY_WH):
+            own.add(n)
+    return whiteouts, opaque, own
+
+
+def upgrade(upper, lower):
+    """Bring a first-format layer (upper over lower) to this format, in
+    place, and mark it; a layer in this format is only marked (where it was
+    not). Whiteout files become whiteouts, opaque markers the xattr (or
+    whiteouts of the lower names), copy-ups in progress are dropped."""
+    if not legacy(upper):
+        mark(upper)
+        return
+    upper, lower = os.fsencode(upper), os.fsencode(lower)
+    for dirpath, dirnames, filenames in os.walk(upper):
+        names = set(dirnames) | set(filenames)
+        whiteouts, opaque, own = legacy_names(names)
+        fd = os.open(dirpath, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for n in own:
+                if n.startswith(RESERVED) and n != LEGACY_OPAQUE:
+                    continue  # the layer's own files (fakeroot's records) stay
+                if n.startswith(LEGACY_COPY_TMP) and os.path.isdir(os.path.join(dirpath, n)):
+                    import shutil
+
+                    shutil.rmtree(os.path.join(dirpath, n))
+                else:
+                    os.unlink(n, dir_fd=fd)
+            for n in whiteouts:
+                if n and n not in names:
+                    make_whiteout(n, dir_fd=fd)
+        finally:
+            os.close(fd)
+        dirnames[:] = [n for n in dirnames if not n.startswith(LEGACY_WH)]
+        if opaque and not set_opaque(dirpath):
+            hide_all(dirpath, lower + dirpath[len(upper):])
+    mark(upper)
