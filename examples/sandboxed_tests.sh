@@ -14,8 +14,8 @@ if [ "${1:-}" = "-k" ]; then keep=1; shift; fi
 layer=$(mktemp -d "${TMPDIR:-/tmp}/umview-sandbox.XXXXXX")
 status=0
 umview -p "viewfs,mount=$layer/upper:/:cow" -p vnet,null -- "$@" || status=$?
-echo "--- what the command changed (in $layer/upper):" >&2
-(cd "$layer/upper" && find . -mindepth 1 | sed 's|^\./|/|; s|/\.wh\.\([^/]*\)$|/\1 (deleted)|' | sort) >&2
+echo "--- what the command changed:" >&2
+umview-layer diff "$layer/upper" >&2 || true
 if [ "$keep" = 1 ]; then
     echo "--- kept: $layer/upper (umview -p viewfs,mount=$layer/upper:/:cow sees it again)" >&2
 else

@@ -17,7 +17,7 @@ def test_sandboxed_tests_changes_nothing_real_and_reaches_no_network(tmp_path):
     err = r.stderr.decode()
     assert r.returncode == 1  # the connection failed, as the command's status says
     assert "Address family not supported" in err
-    assert f"{probe}\n" in err and "/etc/hostname (deleted)" in err
+    assert f"C {probe} (file)\n" in err and "D /etc/hostname (file)\n" in err
     assert not os.path.exists(probe) and os.path.exists("/etc/hostname")
     assert os.listdir(tmp_path) == []  # the layer is gone
     r = subprocess.run([os.path.join(REPO, "examples", "sandboxed_tests.sh")], capture_output=True)
