@@ -72,6 +72,8 @@ class Spec:
                       for a in self.args if a.name.endswith("_lo") and a.name[:-3] + "_hi" in self.by_name}
         self.path_slots = (table.I386_PATH_ARGS if abi == "i386" else table.PATH_ARGS).get(name, ())
         self.writes = WRITES.get(name)
+        #: the path slots naming an entry the call makes, removes or renames (table.NAMES)
+        self.names = table.NAMES.get(name, ())
         self.nofollow = tuple(nofollow_rule(name, p) for p, _ in self.path_slots)
         self.empty_path_flags = EMPTY_PATH_FLAGS.get(name)
 

@@ -696,6 +696,18 @@ WRITES: dict[str, tuple] = {
     "acct": ALWAYS, "swapon": ALWAYS, "swapoff": ALWAYS, "quotactl": ALWAYS,
     "access": ("access", 1), "faccessat": ("access", 2), "faccessat2": ("access", 2),
 }
+# Path slots (0: the call's first path argument, 1: its second) that name an entry the
+# call makes, removes or renames. The kernel walks their parent and checks the last
+# component itself (fs/namei.c, filename_parentat and filename_create): "." and ".."
+# there fail (rmdir: EINVAL, ENOTEMPTY; unlink: EISDIR; rename: EBUSY; a call that makes
+# the name: EEXIST), so does "/" (EBUSY), and a mount point is busy. A view must not
+# turn "d/." into "d" for them.
+NAMES: dict[str, tuple[int, ...]] = {
+    "mkdir": (0,), "mkdirat": (0,), "mknod": (0,), "mknodat": (0,),
+    "symlink": (0,), "symlinkat": (0,), "link": (1,), "linkat": (1,),
+    "unlink": (0,), "unlinkat": (0,), "rmdir": (0,),
+    "rename": (0, 1), "renameat": (0, 1), "renameat2": (0, 1),
+}
 READ_ONLY = frozenset({
     "stat", "lstat", "oldstat", "oldlstat", "stat64",
     "lstat64", "newfstatat", "fstatat64", "statx", "statfs", "statfs64", "readlink",

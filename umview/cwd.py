@@ -46,7 +46,7 @@ import re
 from umview import core, fdpass
 from umview.core import lib
 from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip, _normalize, under_any
-from umview.pathwalk import plain_path, walk
+from umview.pathwalk import dotted, plain_path, walk
 from umview.service import RedirectMount, ViewLookup, realize
 from umview.syscalls import PATH_SYSCALLS
 
@@ -622,9 +622,7 @@ class CwdTracker(Engine):
                 if d is not None and _signed(call.args[d]) != AT_FDCWD:
                     continue  # below a dirfd: _resolve_symlinks
                 joined = vcwd.rstrip(b"/") + b"/" + path
-            if len(joined) >= 4096:
-                raise OSError(errno.ENAMETOOLONG, "path too long")
-            call.set_string(index, joined)
+            call.set_string(index, joined)  # PATH_MAX or more: Call.run_long_paths
 
     def _resolve_symlinks(self, call, root=b"/"):
         """Walk each path argument in the view (symlinks followed through the
@@ -651,14 +649,16 @@ class CwdTracker(Engine):
                 if root != b"/" and not under_any(virtual or base, (root,)):
                     virtual = root  # a dirfd from outside the root (opened before chroot): the root
                 full = (virtual or base) + b"/" + path
-                if virtual is not None and virtual != base:
+                if virtual is not None and virtual != base or dotted(path):
                     # the fd's real path is not the view's (a layer's upper
                     # directory, a mount's source): the mounts must see the
                     # view's path, or one over the real path (the sandbox's
-                    # /tmp over a layer in $TMPDIR) would take it for its own
-                    if len(full) >= 4096:
-                        raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG))
-                    call.set_string(index, full)
+                    # /tmp over a layer in $TMPDIR) would take it for its own.
+                    # A path with "." or ".." is made absolute as written:
+                    # the mounts walk it as the kernel would (the resolved
+                    # path C made of it drops a missing directory before
+                    # "..", and the "." or ".." it ends with)
+                    call.set_string(index, full)  # PATH_MAX or more: Call.run_long_paths
                     path = full
             else:
                 full = path
@@ -669,12 +669,11 @@ class CwdTracker(Engine):
             if self._plain(view, full, follow):
                 continue  # the walk would give the path as it is: the mounts rewrite it lexically
             resolved, crossed = walk(full, view.realize, follow, lstat=view.lstat, opaque=self.opaque,
-                                     proc=lambda rest, f: self._proc_link(call, rest, f), root=root)
+                                     proc=lambda rest, f: self._proc_link(call, rest, f), root=root,
+                                     last_dot=True)
             # no mount on the way and no root of the view's: the kernel
             # resolves the original path the same way
             if (crossed or root != b"/") and resolved != path:
-                if len(resolved) >= 4096:
-                    raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG))
                 call.set_string(index, resolved)
 
     def _proc_link(self, call, rest, follow):

@@ -230,6 +230,9 @@ ANCHORED = frozenset({
     "setxattr", "lsetxattr", "setxattrat", "removexattr", "lremovexattr", "removexattrat",
 })
 _SCRATCH_LIMIT = 64 * 1024
+_PATH_MAX = 4096
+#: what of a long path the kernel gets after /proc/thread-self/fd/N/ (run_long_paths)
+_TAIL_MAX = 4000
 # pages of a thread's slot in the region for pinned paths (pin.c REGION_PAGES)
 _PIN_PAGES = 4
 
@@ -451,11 +454,9 @@ class Call:
             if base in (b"", b".", b".."):
                 return None  # left as decided
             target, flags, rest = parent or b"/", _O_PATH | _O_CLOEXEC | _O_DIRECTORY, b"/" + base
-        how = flags.to_bytes(8, "little") + bytes(8) + _RESOLVE_NO_SYMLINKS.to_bytes(8, "little")
         # the call itself no longer runs as decided: the pinned pages its
         # paths took are free again
-        fd = core.inject(self.tid, self.abi_id, numbers["openat2"],
-                         [core.AT_FDCWD, self._place(target, 0), self._place(how, 1), len(how)])
+        fd = self._open_path(target, flags, _RESOLVE_NO_SYMLINKS)
         if fd < 0:
             return fd
         try:
@@ -466,6 +467,87 @@ class Call:
             return core.inject(self.tid, self.abi_id, self.nr, args)
         finally:
             core.inject(self.tid, self.abi_id, numbers["close"], [fd])
+
+    def long_paths(self):
+        """[(slot, argument index, path)] of the path arguments an engine made
+        PATH_MAX bytes or longer (set_string): the kernel refuses such a
+        string (ENAMETOOLONG), though the path the process gave was shorter
+        (a layer's upper directory before it, a relative path made
+        absolute)."""
+        out = []
+        for slot, index in enumerate(self.path_indices):
+            hit = self._strings.get(index)
+            if hit is not None and hit[0] == self.args[index] and isinstance(hit[2], bytes) \
+                    and len(hit[2]) >= _PATH_MAX:
+                out.append((slot, index, hit[2]))
+        return out
+
+    def run_long_paths(self):
+        """Run a call with long_paths() here and return its raw result (>= 0
+        or -errno); None if it has none. Each such path is cut in two: the
+        process opens the directory of the first part (O_PATH, piece by
+        piece, each piece shorter than PATH_MAX, from the directory the
+        previous one opened), and the call runs on
+        /proc/thread-self/fd/N/REST, where the kernel walks REST from that
+        directory with the call's own rules for its last component; then N
+        is closed. In the process's own credentials, so the kernel's
+        permission checks are its own. An exec cannot run injected:
+        ENAMETOOLONG, as before."""
+        long = self.long_paths()
+        if not long or self.spec is None:
+            return None
+        if self.notified or self.name in ("execve", "execveat"):
+            return -_errno.ENAMETOOLONG
+        numbers = _arch().abi_by_name(self.abi).numbers
+        args = list(self.args)
+        opened = []
+        try:
+            for page, (slot, index, path) in enumerate(long):
+                cut = path.find(b"/", len(path) - _TAIL_MAX)
+                if cut < 0:
+                    return -_errno.ENAMETOOLONG  # a component too long: the kernel's errno
+                head, tail = path[:cut] or b"/", path[cut + 1:]
+                d = self.dirfd_indices[slot]
+                base = core.AT_FDCWD if path.startswith(b"/") or d is None else core.signed32(self.args[d])
+                fd = self._open_path(head, _O_PATH | _O_DIRECTORY | _O_CLOEXEC, 0, base)
+                if fd < 0:
+                    return fd
+                opened.append(fd)
+                args[index] = self._place(b"/proc/thread-self/fd/%d/%s" % (fd, tail), page)
+                if d is not None:
+                    args[d] = core.AT_FDCWD & 0xFFFFFFFFFFFFFFFF
+            return core.inject(self.tid, self.abi_id, self.nr, args)
+        finally:
+            for fd in opened:
+                core.inject(self.tid, self.abi_id, numbers["close"], [fd])
+
+    def _open_path(self, path, flags, resolve, dirfd=core.AT_FDCWD):
+        """Open path, of any length, in the process: openat2 piece by piece,
+        each shorter than PATH_MAX (cut at a "/"), from the directory the
+        previous piece opened (O_PATH); the last with flags. The fd, or
+        -errno (the first piece's error is the kernel's for the path)."""
+        numbers = _arch().abi_by_name(self.abi).numbers
+        pieces = []
+        while len(path) >= _TAIL_MAX:
+            cut = path.rfind(b"/", 1, _TAIL_MAX)
+            if cut < 0:
+                return -_errno.ENAMETOOLONG
+            pieces.append(path[:cut])
+            path = path[cut + 1:].lstrip(b"/")
+        if path or not pieces:
+            pieces.append(path)
+        fd = dirfd
+        for i, piece in enumerate(pieces):
+            f = flags if i == len(pieces) - 1 else _O_PATH | _O_DIRECTORY | _O_CLOEXEC
+            how = f.to_bytes(8, "little") + bytes(8) + resolve.to_bytes(8, "little")
+            new = core.inject(self.tid, self.abi_id, numbers["openat2"],
+                              [fd & 0xFFFFFFFFFFFFFFFF, self._place(piece, 2), self._place(how, 3), len(how)])
+            if fd != dirfd:
+                core.inject(self.tid, self.abi_id, numbers["close"], [fd])
+            if new < 0:
+                return new
+            fd = new
+        return fd
 
     def _place(self, data, page):
         """The address of a copy of data (and a NUL) in the process, where no
@@ -532,9 +614,9 @@ class Call:
             self.write_mem(addr, data)
         self.args[index] = addr
         self._paths = None
-        self._strings.pop(index, None)
-        if len(value) < 4096:  # what read_string(index) would accept
-            self._strings[index] = (addr, 4096, value)
+        # what read_string(index) gives back: a path of PATH_MAX bytes or
+        # more too (the kernel would refuse it; run_long_paths runs the call)
+        self._strings[index] = (addr, max(4096, len(value) + 1), value)
 
     # --- injection ---
     def inject(self, name, *args):
@@ -585,7 +667,15 @@ class Call:
             raw = None  # the C core finds the same error
         if raw is not None and raw.startswith(b"/"):
             return _normalize(raw)  # as the C core's normalize(), from the string read once
-        return core.resolve_path(self.tid, self.abi_id, self.sc, slot, self.args)
+        path = core.resolve_path(self.tid, self.abi_id, self.sc, slot, self.args)
+        if path is None and raw:
+            # relative to a directory whose path and this one make more than
+            # the C core holds (PATH_MAX): the kernel takes it, so does the view
+            d = self.dirfd_indices[slot]
+            base = core.proc_link(self.tid, core.AT_FDCWD if d is None else core.signed32(self.args[d]))
+            if base is not None and base.startswith(b"/"):
+                return _normalize(base + b"/" + raw)
+        return path
 
 
 def _normalize(path):

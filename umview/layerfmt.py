@@ -37,6 +37,8 @@ import errno
 import os
 import stat
 
+from umview import longpath
+
 #: the xattr that makes a directory opaque, and its value
 OPAQUE_XATTR = "user.overlay.opaque"
 OPAQUE_VALUE = b"y"
@@ -73,15 +75,15 @@ def make_whiteout(name, dir_fd=None):
             raise
 
 
-def _xattr_path(name, dir_fd):
-    # Python's getxattr takes no dir_fd; an O_PATH fd takes no fgetxattr
-    return name if dir_fd is None else b"/proc/self/fd/%d/%s" % (dir_fd, os.fsencode(name))
-
-
 def is_opaque(path, dir_fd=None):
     """Is the upper directory path (relative to dir_fd) opaque?"""
     try:
-        return os.getxattr(_xattr_path(path, dir_fd), OPAQUE_XATTR, follow_symlinks=False) == OPAQUE_VALUE
+        if dir_fd is not None:
+            # Python's getxattr takes no dir_fd; an O_PATH fd takes no fgetxattr
+            return os.getxattr(b"/proc/self/fd/%d/%s" % (dir_fd, os.fsencode(path)), OPAQUE_XATTR,
+                               follow_symlinks=False) == OPAQUE_VALUE
+        with longpath.xattr_path(path) as p:
+            return os.getxattr(p, OPAQUE_XATTR, follow_symlinks=False) == OPAQUE_VALUE
     except OSError:
         return False  # no such xattr, or none on this file system
 
@@ -90,7 +92,8 @@ def set_opaque(path):
     """Make the upper directory path opaque; False where its file system
     keeps no user xattrs (hide_all then does the same)."""
     try:
-        os.setxattr(path, OPAQUE_XATTR, OPAQUE_VALUE, follow_symlinks=False)
+        with longpath.xattr_path(path) as p:
+            os.setxattr(p, OPAQUE_XATTR, OPAQUE_VALUE, follow_symlinks=False)
     except OSError as exc:
         if exc.errno in _NO_XATTRS:
             return False
@@ -102,10 +105,10 @@ def hide_all(upper_dir, lower_dir):
     """What an opaque upper_dir means, where it cannot be marked: a whiteout
     of every name of lower_dir that upper_dir lacks."""
     try:
-        names = os.listdir(lower_dir)
+        names = longpath.listdir(lower_dir)
     except (FileNotFoundError, NotADirectoryError):
         return
-    fd = os.open(upper_dir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    fd = longpath.open_dir(upper_dir)
     try:
         for n in names:
             try:

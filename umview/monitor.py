@@ -948,9 +948,12 @@ class Monitor:
             ev.nr = call.nr
             ev.changed |= lib.UM_CHANGED_NR
         result = None
-        if reply != lib.UM_REPLY_SKIP and rewritten and self.anchor_roots:
+        if reply != lib.UM_REPLY_SKIP and rewritten:
             try:
-                result = call.run_anchored(self.anchor_roots)
+                if self.anchor_roots:
+                    result = call.run_anchored(self.anchor_roots)
+                if result is None:
+                    result = call.run_long_paths()
             except OSError as exc:
                 if exc.errno != errno.ESRCH:
                     _log().warning("%s of thread %d could not run on the file the view resolved: %s",

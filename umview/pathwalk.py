@@ -20,7 +20,22 @@ MAXSYMLINKS = 40
 AT_FDCWD_ = -100
 
 
-def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink, opaque=(), proc=None, root=b"/"):
+def dotted(path):
+    """Has the path (bytes) a "." or ".." component?"""
+    if b"." not in path:
+        return False
+    comps = path.split(b"/")
+    return b"." in comps or b".." in comps
+
+
+def last_dot(path):
+    """Is the last component of the path (bytes) "." or ".."?"""
+    comps = [c for c in path.split(b"/") if c]
+    return bool(comps) and comps[-1] in (b".", b"..")
+
+
+def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink, opaque=(), proc=None, root=b"/",
+         last_dot=False):
     """Resolve absolute ``path`` (bytes) in the view.
 
     ``realize(vpath)`` gives the real path the kernel would use for a virtual
@@ -37,10 +52,17 @@ def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink, 
     ``root``: the process's root in the view (a virtual chroot), at or
     above path: ".." stops there, absolute symlinks start there, /proc is
     the one below it, and a magic link to a place outside it leads to it.
+    ``last_dot``: a last component "." or ".." is kept as it is, after the
+    directory it follows is resolved (the kernel does not walk it in a call
+    that changes names: rmdir("d/.") is EINVAL, not rmdir("d")).
     """
     if not path.startswith(b"/"):
         raise ValueError("walk wants an absolute path")
     todo = [c for c in path.split(b"/") if c]
+    dot = None
+    if last_dot and todo and todo[-1] in (b".", b".."):
+        dot = todo.pop()
+        follow_last = True  # what precedes it is walked as a directory
     top = [c for c in root.split(b"/") if c]  # the components ".." does not climb above
     trailing_slash = path.endswith(b"/") and len(path) > 1
     if trailing_slash:
@@ -120,6 +142,8 @@ def walk(path, realize, follow_last=True, lstat=os.lstat, readlink=os.readlink, 
             break
         done.append(comp)
     result = b"/" + b"/".join(done)
+    if dot is not None:
+        result = result.rstrip(b"/") + b"/" + dot
     if trailing_slash and result != b"/":
         result += b"/"
     return result, crossed

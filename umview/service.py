@@ -15,7 +15,8 @@ import errno
 import os
 import struct
 
-from umview.engine import CONTINUE, Engine
+from umview.engine import CONTINUE, Engine, Skip
+from umview.pathwalk import last_dot
 from umview.syscalls import PATH_SYSCALLS
 
 AF_UNIX = 1
@@ -158,6 +159,25 @@ class RedirectMount(Engine):
         below = (self.target.rstrip(b"/") + b"/" + rel if rel else self.target) + b"/"
         return real == self.real_path(rel) and not any(e.startswith(below) for e in self.exceptions)
 
+    def names_mount_point(self, call, rels, exists):
+        """For a call that removes, makes or renames the mount point itself
+        (rels: {path slot: rel}, b"" for the target; exists(rel): is rel in
+        the view): what the kernel answers for a mount point (rmdir and
+        rename: EBUSY; unlink: EISDIR; a call that makes it: EEXIST), never a
+        change of the directory the mount shows there. None for any other
+        call."""
+        names = call.spec.names if call.spec is not None else ()
+        if not any(slot in names and rel == b"" for slot, rel in rels.items()):
+            return None
+        if call.name in ("unlink", "unlinkat", "rmdir"):
+            rmdir = call.name == "rmdir" or call.flags & 0x200  # AT_REMOVEDIR
+            return Skip.errno(errno.EBUSY if rmdir else errno.EISDIR)
+        if call.name in ("rename", "renameat", "renameat2"):
+            if rels.get(0) and not exists(rels[0]):
+                return None  # the kernel's ENOENT first
+            return Skip.errno(errno.EBUSY)
+        return Skip.errno(errno.EEXIST)
+
     def literal_relative(self, raw):
         """For an absolute path as written (b"/mnt/a/../b/"), the part below the
         mount point as written, when its ".." never climb above the mount
@@ -182,7 +202,7 @@ class RedirectMount(Engine):
                 return CONTINUE
             self.resolved(call, "addr")
             return self._redirect_socket(call)
-        rewrites = []
+        rewrites, rels = [], {}
         for slot, path in enumerate(call.paths()):
             if path is None:
                 continue
@@ -194,16 +214,19 @@ class RedirectMount(Engine):
             raw = call.read_string(index)
             if raw == b"":
                 continue  # AT_EMPTY_PATH: the call acts on its dirfd
+            if not last_dot(raw):  # "TARGET/." is the kernel's own LAST_DOT
+                rels[slot] = rel
             literal = self.literal_relative(raw) if raw.startswith(b"/") else None
             if literal is not None:
                 rel = literal
             elif raw.endswith(b"/"):
                 rel += b"/"
             rewrites.append((index, self.real_path(rel)))
+        answer = self.names_mount_point(call, rels, lambda rel: os.path.lexists(self.real_path(rel)))
+        if answer is not None:
+            return answer
         for index, real in rewrites:
-            if len(real) >= 4096:
-                raise OSError(errno.ENAMETOOLONG, "path too long once redirected")
-            call.set_string(index, real)
+            call.set_string(index, real)  # PATH_MAX or more: Call.run_long_paths
         return CONTINUE
 
     @staticmethod

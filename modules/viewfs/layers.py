@@ -40,10 +40,10 @@ import stat
 import struct
 import tempfile
 
-from umview import core, janitor, layerdiff, layerfmt
+from umview import core, janitor, layerdiff, layerfmt, longpath
 from umview.engine import CONTINUE, CONTINUE_AFTER, Skip
 from umview.layerdiff import ORIGIN_XATTR as ORIGIN  # on an upper copy: the lower name it was renamed from
-from umview.pathwalk import lstat_plain
+from umview.pathwalk import dotted, lstat_plain
 from umview.service import SUN_PATH_MAX, RedirectMount
 
 log = logging.getLogger("umview")
@@ -59,7 +59,8 @@ O_WRITES = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC
 AT_FDCWD = -100
 AT_REMOVEDIR = 0x200
 AT_EMPTY_PATH = 0x1000
-RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
+AT_SYMLINK_FOLLOW = 0x400
+RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT = 1, 2, 4
 
 # kinds of the C core's layer set (core.h)
 LAYER_DIR, LAYER_HIDE, LAYER_FILE = 1, 2, 3
@@ -106,7 +107,7 @@ LAYER_SET = LayerSet()
 
 def _lstat(path):
     try:
-        return os.lstat(path)
+        return longpath.lstat(path)
     except OSError:
         return None
 
@@ -125,8 +126,9 @@ _DIR_OPEN = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
 def _open_dir(name, follow, dir_fd=None):
     """An O_PATH fd of the directory name (relative to dir_fd), or None.
     follow=False: not through a symlink in its last component."""
+    flags = _DIR_OPEN | (0 if follow else os.O_NOFOLLOW)
     try:
-        return os.open(name, _DIR_OPEN | (0 if follow else os.O_NOFOLLOW), dir_fd=dir_fd)
+        return os.open(name, flags, dir_fd=dir_fd) if dir_fd is not None else longpath.open_dir(name, flags)
     except OSError:
         return None
 
@@ -148,6 +150,11 @@ def _join(base, rel):
     if not rel:
         return base
     return (base if base != b"/" else b"") + b"/" + rel
+
+
+def _rjoin(a, b):
+    """Two relative paths joined (either may be empty)."""
+    return a + b"/" + b if a and b else a or b
 
 
 def _parent(rel):
@@ -368,7 +375,7 @@ class Layers:
         names = {}
         whiteouts = set()
         up = self.up(rel)
-        with os.scandir(up) as it:
+        with longpath.scandir(up) as it:
             for e in it:
                 n = e.name
                 if layerfmt.is_own(n):
@@ -380,7 +387,7 @@ class Layers:
                 names[n] = kind, ino
         if not self.opaque(rel):
             try:
-                with os.scandir(self.low(rel)) as it:
+                with longpath.scandir(self.low(rel)) as it:
                     for e in it:
                         if e.name not in names and e.name not in whiteouts:
                             names[e.name] = _entry(e)
@@ -392,7 +399,7 @@ class Layers:
         """Is this directory of the view empty (ENOTEMPTY check)?"""
         if node.upper is not None:
             return not self.listing(node.rel)
-        with os.scandir(self.low(node.rel)) as it:
+        with longpath.scandir(self.low(node.rel)) as it:
             return next(it, None) is None
 
     # --- changes ---
@@ -461,17 +468,18 @@ class Layers:
             self._copy_file(low if data else None, up_parent, up, st)
         else:
             if kind == stat.S_IFLNK:
-                os.symlink(os.readlink(low), up)
+                longpath.symlink(longpath.readlink(low), up)
             elif kind == stat.S_IFIFO:
-                os.mkfifo(up, 0o600)
+                longpath.mknod(up, stat.S_IFIFO | 0o600)
             elif kind in (stat.S_IFCHR, stat.S_IFBLK) and self.root:
-                os.mknod(up, st.st_mode, st.st_rdev)
+                longpath.mknod(up, st.st_mode, st.st_rdev)
             else:
                 raise OSError(errno.EPERM, "cannot copy this kind of file up")
-            if kind != stat.S_IFLNK:
-                self._copy_attrs(up, st)
-            elif self.root:
-                os.lchown(up, st.st_uid, st.st_gid)
+            with longpath.at(up) as (fd, name):
+                if kind != stat.S_IFLNK:
+                    self._copy_attrs(name, st, dir_fd=fd)
+                elif self.root:
+                    os.chown(name, st.st_uid, st.st_gid, dir_fd=fd, follow_symlinks=False)
         self.on_change(rel)
         return up
 
@@ -479,7 +487,7 @@ class Layers:
         """The copy of the lower regular file low (None: empty) at up, with
         st's attributes."""
         name = _parent(up)[1]
-        pfd = os.open(up_parent, _DIR_OPEN)
+        pfd = longpath.open_dir(up_parent)
         try:
             try:
                 fd = os.open(b".", os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o600, dir_fd=pfd)
@@ -491,7 +499,8 @@ class Layers:
                 tmp = False
             try:
                 if low is not None:
-                    with open(low, "rb") as src, open(fd, "wb", closefd=False) as dst:
+                    src_fd = longpath.open_(low, os.O_RDONLY | os.O_CLOEXEC)
+                    with open(src_fd, "rb") as src, open(fd, "wb", closefd=False) as dst:
                         shutil.copyfileobj(src, dst, 1 << 20)
                 if self.root:
                     os.fchown(fd, st.st_uid, st.st_gid)
@@ -520,25 +529,25 @@ class Layers:
         umview.layerdiff reads it). A file renamed again keeps its first
         origin. Regular files only, where the layer has user xattrs: elsewhere
         a rename reads as a deletion and a creation."""
-        up = self.up(rel)
         try:
-            st = os.lstat(up)
-            if not stat.S_ISREG(st.st_mode) or ORIGIN in os.listxattr(up, follow_symlinks=False):
-                return
-            if not self.root and not st.st_mode & stat.S_IWUSR:
-                os.chmod(up, st.st_mode | stat.S_IWUSR)  # a user xattr needs write access
-            try:
-                os.setxattr(up, ORIGIN, rel, follow_symlinks=False)
-            finally:
+            with longpath.xattr_path(self.up(rel)) as up:
+                st = os.lstat(up)
+                if not stat.S_ISREG(st.st_mode) or ORIGIN in os.listxattr(up, follow_symlinks=False):
+                    return
                 if not self.root and not st.st_mode & stat.S_IWUSR:
-                    os.chmod(up, stat.S_IMODE(st.st_mode))
+                    os.chmod(up, st.st_mode | stat.S_IWUSR)  # a user xattr needs write access
+                try:
+                    os.setxattr(up, ORIGIN, rel, follow_symlinks=False)
+                finally:
+                    if not self.root and not st.st_mode & stat.S_IWUSR:
+                        os.chmod(up, stat.S_IMODE(st.st_mode))
         except OSError:
             pass
 
     def whiteout(self, rel):
         """Hide the lower name rel (the upper layer has nothing there)."""
         up_parent = self.ensure_dir(_parent(rel)[0])
-        fd = os.open(up_parent, _DIR_OPEN)
+        fd = longpath.open_dir(up_parent)
         try:
             layerfmt.make_whiteout(_parent(rel)[1], dir_fd=fd)
         finally:
@@ -551,7 +560,7 @@ class Layers:
         if not layerfmt.is_whiteout(_lstat(up)):
             return False
         try:
-            os.unlink(up)
+            longpath.unlink(up)
         except (FileNotFoundError, NotADirectoryError):
             return False
         self.on_change(rel)
@@ -571,20 +580,31 @@ class Layers:
         if st is None:
             return
         if stat.S_ISDIR(st.st_mode):
-            shutil.rmtree(up)
+            longpath.rmtree(up)
         else:
-            os.unlink(up)
+            longpath.unlink(up)
         self.on_change(rel)
 
     def entries(self):
         """(rel, kind) for the C core's layer set: every name of the upper
         layer, whiteouts as the names they hide."""
         out = [(b"", LAYER_HIDE if self.opaque(b"") else LAYER_DIR)]
-        for dirpath, dirnames, filenames in os.walk(self.upper):
-            base = dirpath[len(self.upper):].lstrip(b"/")
-            for n in dirnames + filenames:
-                out.extend(self.kinds(_join(base, n) if base else n))
+        for rel in self.names_below(b""):
+            out.extend(self.kinds(rel))
         return [(r, k) for r, k in out if k]
+
+    def names_below(self, rel):
+        """The rel of every name below the upper directory rel, at any depth
+        (a walk from directory fds: paths longer than PATH_MAX too); what
+        cannot be read (a directory of mode 0 made by a user) is left out."""
+        try:
+            with longpath.at(self.up(rel)) as (fd, top):
+                for dirpath, dirnames, filenames, _ in os.fwalk(top, dir_fd=fd):
+                    base = _rjoin(rel, dirpath[len(top):].lstrip(b"/"))
+                    for n in dirnames + filenames:
+                        yield _rjoin(base, n)
+        except OSError:
+            return
 
     def kinds(self, rel):
         """[(rel, kind)] for one name of the upper layer: kind 0 = not there."""
@@ -599,7 +619,7 @@ class Layers:
             # a directory only the upper layer has: everything below it is
             # there too, and may be made by the kernel without us (a cwd in
             # it is faithful), so all of it is ours to resolve
-            merged = not self.opaque(rel) and os.path.isdir(self.low(rel))
+            merged = not self.opaque(rel) and longpath.isdir(self.low(rel))
             return [(rel, LAYER_DIR if merged else LAYER_HIDE)]
         # a regular file is read where it lies (the engine's _read rewrites
         # to it alone): the C core may serve those reads on it
@@ -867,11 +887,9 @@ class LayeredMount(RedirectMount):
         self._drop_subtree(v)
         self._changed(rel)
         up = self.layers.up(rel)
-        if os.path.isdir(up) and not os.path.islink(up):
-            for dirpath, dirnames, filenames in os.walk(up):
-                base = dirpath[len(self.layers.upper):].lstrip(b"/")
-                for n in dirnames + filenames:
-                    self._changed(_join(base, n) if base else n)
+        if longpath.isdir(up) and not longpath.islink(up):
+            for r in self.layers.names_below(rel):
+                self._changed(r)
 
     def attach(self):
         """Load the layer into the C core (at mount), and mark it used
@@ -1052,6 +1070,14 @@ class LayeredMount(RedirectMount):
                 if s[3]:
                     self._set(call, s[1], self._probe(call, s[2]).real, s[3])
             return CONTINUE
+        if any(dotted(s[3]) for s in slots):
+            slots = self._walk_dots(call, slots)
+            if not isinstance(slots, list):
+                return slots  # the kernel's error, or set up for the kernel to give it
+        answer = self.names_mount_point(call, {s[0]: s[2] for s in slots},
+                                        lambda rel: self._probe(call, rel).exists)
+        if answer is not None:
+            return answer
         st = call.state(self)
         st.undo, st.refresh, st.after = [], [], []
         if name in OPENS:
@@ -1070,6 +1096,74 @@ class LayeredMount(RedirectMount):
             return self._access(call, slots[0])
         for s in slots:
             self._read(call, s)
+        return CONTINUE
+
+    def _walk_dots(self, call, slots):
+        """Slots whose path has "." or ".." components, walked as the kernel
+        walks them (fs/namei.c): every component before the last must be a
+        directory of the view, "." stays there and ".." climbs from there.
+        A lexical normalization would skip a missing directory or a file
+        before ".." ("nope/../f" would name "f"), and turn the last "." or
+        ".." of a call that changes names (rmdir("d/sub/.."),
+        rename("d/sub/.", x)) into the directory it means. Returns the slots
+        with their paths resolved (a last "." or ".." of a lookup is the
+        directory it names, kept as "dir/"), or the answer of a call that
+        fails: the kernel's, given the real path of where the walk stops and
+        the rest as written, or the errno of a last "." or ".." (LAST_DOT,
+        LAST_DOTDOT: the kernel's own check, on the real directory)."""
+        out, last_dots = [], {}
+        for s in slots:
+            slot, index, rel, raw = s
+            lit = self.literal_relative(raw) if raw.startswith(b"/") and dotted(raw) else None
+            if lit is None:
+                out.append(s)  # no dots, or ".." above the mount point: lexical
+                continue
+            parts = [c for c in lit.split(b"/") if c]
+            cur = b""
+            for i, c in enumerate(parts[:-1]):
+                if c == b".":
+                    continue
+                if c == b"..":
+                    cur = _parent(cur)[0]
+                    continue
+                node = self._probe(call, cur + b"/" + c if cur else c)
+                if not node.is_dir:
+                    # missing, not a directory (or a symlink the view left
+                    # to the kernel): where the kernel stops, and the rest
+                    rest = b"/".join(parts[i + 1:]) + (b"/" if raw.endswith(b"/") else b"")
+                    return self._fail_at(call, slots, index, node.real + b"/" + rest)
+                cur = node.rel
+            last = parts[-1] if parts else b""
+            if last in (b".", b".."):
+                last_dots[slot] = (index, cur, last)
+                rel = cur if last == b"." else _parent(cur)[0]
+                out.append((slot, index, rel, _join(self.target, rel).rstrip(b"/") + b"/"))
+            else:
+                out.append((slot, index, cur + b"/" + last if cur else last, raw))
+        dots = [d for slot, d in last_dots.items() if slot in call.spec.names]
+        if not dots:
+            return out
+        if call.name in RENAME:
+            flags = call.flags if call.name == "renameat2" else 0
+            if flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT) or \
+                    flags & (RENAME_NOREPLACE | RENAME_WHITEOUT) and flags & RENAME_EXCHANGE:
+                return Skip.errno(errno.EINVAL)
+            # both parents walked: EBUSY for a "." or ".." source, then the
+            # target's (EEXIST with RENAME_NOREPLACE)
+            if 0 in last_dots or not flags & RENAME_NOREPLACE:
+                return Skip.errno(errno.EBUSY)
+            return Skip.errno(errno.EEXIST)
+        index, cur, last = dots[0]
+        return self._fail_at(call, out, index, self._probe(call, cur).real + b"/" + last)
+
+    def _fail_at(self, call, slots, index, real):
+        """The call fails in the kernel: path argument index becomes real
+        (where the kernel finds the error), every other one the real path of
+        its name, which the kernel looks up first or after as it would."""
+        for slot, i, rel, raw in slots:
+            if i != index and raw:
+                self._set(call, i, self._probe(call, rel).real, raw)
+        self._set(call, index, real, b"")
         return CONTINUE
 
     def exit(self, call):
@@ -1097,9 +1191,7 @@ class LayeredMount(RedirectMount):
     @staticmethod
     def _set(call, index, real, raw):
         if real != raw:
-            if len(real) >= 4096:
-                raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG))
-            call.set_string(index, real)
+            call.set_string(index, real)  # PATH_MAX or more: Call.run_long_paths
 
     def _empty_path(self, call, slot, index, rel):
         """The call names an open file (AT_EMPTY_PATH): make it name the file
@@ -1135,7 +1227,7 @@ class LayeredMount(RedirectMount):
 
     def _upper_only(self, node):
         return (node.upper is not None and stat.S_ISDIR(node.upper.st_mode) and node.rel
-                and not os.path.lexists(self.layers.low(node.rel)) and not self.layers.opaque(node.rel))
+                and not longpath.lexists(self.layers.low(node.rel)) and not self.layers.opaque(node.rel))
 
     def shows_same_names(self, rel, real):
         """Is real (a cwd) this mount's image of rel, all the way down? (See
@@ -1158,12 +1250,16 @@ class LayeredMount(RedirectMount):
         # a symlink itself, not what it points to (maybe nothing): changing
         # one (lchown, utimensat) is the kernel's to allow or refuse
         return self.layers.mode == "merge" or (
-            self.layers.mode == "mincow" and os.access(path, os.W_OK, follow_symlinks=False))
+            self.layers.mode == "mincow" and longpath.access(path, os.W_OK, follow_symlinks=False))
 
     def _for_change(self, call, s, data=True):
         """Make the existing name of slot s changeable; returns its node."""
         slot, index, rel, raw = s
         node = self._probe(call, rel)
+        if raw.endswith(b"/") and not node.is_dir:
+            # ENOTDIR (or ENOENT) from the kernel: nothing to copy up
+            self._set(call, index, node.real.rstrip(b"/") + b"/", raw)
+            return node
         if node.upper is None and node.lower is not None and not stat.S_ISDIR(node.lower.st_mode):
             if not self._writable_lower(node.real):
                 self.layers.copy_up(node, data=data)
@@ -1228,8 +1324,8 @@ class LayeredMount(RedirectMount):
         # the user may write it, whether or not the upper layer has the
         # directory too (the mount's root always has one)
         if in_place and self.layers.mode == "mincow" and pnode.lower is not None and not node.hidden \
-                and os.access(self.layers.low(parent), os.W_OK | os.X_OK):
-            self._set(call, index, self.layers.low(rel), raw)
+                and longpath.access(self.layers.low(parent), os.W_OK | os.X_OK):
+            self._set(call, index, self.layers.low(rel) + (b"/" if raw.endswith(b"/") else b""), raw)
             st.refresh.append(rel)
             return node
         self.layers.ensure_dir(parent)
@@ -1243,7 +1339,7 @@ class LayeredMount(RedirectMount):
     def _after_made(self, rel):
         # a directory made where a lower one was removed must not show it again
         up = self.layers.up(rel)
-        if os.path.isdir(up) and not os.path.islink(up) and os.path.lexists(self.layers.low(rel)):
+        if longpath.isdir(up) and not longpath.islink(up) and longpath.lexists(self.layers.low(rel)):
             self.layers.make_opaque(rel)
 
     def _create(self, call, s):
@@ -1283,6 +1379,11 @@ class LayeredMount(RedirectMount):
             else:
                 self._set(call, index, node.real, raw)
             return CONTINUE
+        if raw.endswith(b"/") and (flags & O_CREAT or not node.is_dir):
+            # "name/" is a directory: the kernel refuses the open (EISDIR
+            # with O_CREAT, ENOTDIR for a file, ENOENT), nothing to prepare
+            self._set(call, index, node.real.rstrip(b"/") + b"/", raw)
+            return CONTINUE
         if node.exists:
             if flags & O_CREAT and flags & O_EXCL:
                 raise OSError(errno.EEXIST, os.strerror(errno.EEXIST))
@@ -1313,7 +1414,7 @@ class LayeredMount(RedirectMount):
             raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
         # a whiteout where the lower layer has the name (even if already
         # hidden above: one more is harmless)
-        lower = os.path.lexists(self.layers.low(rel))
+        lower = longpath.lexists(self.layers.low(rel))
         if not lower:
             self._set(call, index, node.real, raw)  # upper only: the kernel removes it
             call.state(self).refresh.append(rel)
@@ -1338,14 +1439,34 @@ class LayeredMount(RedirectMount):
         (_, i_old, r_old, raw_old), new = slots[0], slots[1]
         _, i_new, r_new, raw_new = new
         flags = call.flags if call.name == "renameat2" else 0
+        if flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT) or \
+                flags & (RENAME_NOREPLACE | RENAME_WHITEOUT) and flags & RENAME_EXCHANGE:
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
         st = call.state(self)
         old = self._probe(call, r_old)
-        if not old.exists:
-            self._set(call, i_old, old.real, raw_old)
-            return CONTINUE
         target = self._probe(call, r_new)
-        if r_old == r_new:
-            return Skip(0)
+        if not old.exists or not self._probe(call, _parent(r_new)[0]).is_dir:
+            # ENOENT, ENOTDIR for either name: the kernel's, in its order
+            self._set(call, i_old, old.real, raw_old)
+            self._set(call, i_new, target.real, raw_new)
+            return CONTINUE
+        # do_renameat2's checks, in its order
+        if flags & RENAME_NOREPLACE and target.exists:
+            raise OSError(errno.EEXIST, os.strerror(errno.EEXIST))
+        if flags & RENAME_EXCHANGE:
+            if not target.exists:
+                raise OSError(errno.ENOENT, os.strerror(errno.ENOENT))
+            if not target.is_dir and raw_new.endswith(b"/"):
+                raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+        if not old.is_dir and (raw_old.endswith(b"/") or not flags & RENAME_EXCHANGE and raw_new.endswith(b"/")):
+            raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+        if r_old != r_new and (r_new + b"/").startswith(r_old + b"/"):
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))  # into itself
+        if r_old != r_new and (r_old + b"/").startswith(r_new + b"/"):
+            err = errno.EINVAL if flags & RENAME_EXCHANGE else errno.ENOTEMPTY  # over its own ancestor
+            raise OSError(err, os.strerror(err))
+        if r_old == r_new or target.exists and (old.st.st_dev, old.st.st_ino) == (target.st.st_dev, target.st.st_ino):
+            return Skip(0)  # one file (hard links too): vfs_rename does nothing
         if self._rename_in_place(old, target):
             # mincow, merge: both names in the lower layer, which the user
             # may change: the kernel renames there (a directory too)
@@ -1353,23 +1474,19 @@ class LayeredMount(RedirectMount):
             self._set(call, i_new, self.layers.low(r_new), raw_new)
             st.refresh += [r_old, r_new]
             return CONTINUE_AFTER
-        if flags & RENAME_NOREPLACE and target.exists:
-            raise OSError(errno.EEXIST, os.strerror(errno.EEXIST))
-        if old.is_dir and os.path.lexists(self.layers.low(r_old)):
-            # a lower directory would have to move with all it holds
-            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
-        if (r_new + b"/").startswith(r_old + b"/"):
-            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
         if target.exists and not flags & RENAME_EXCHANGE:
+            # may_delete of the target (vfs_rename)
             if old.is_dir and not target.is_dir:
                 raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
             if not old.is_dir and target.is_dir:
                 raise OSError(errno.EISDIR, os.strerror(errno.EISDIR))
-            if target.is_dir and not self.layers.empty(target):
-                raise OSError(errno.ENOTEMPTY, os.strerror(errno.ENOTEMPTY))
+        if old.is_dir and longpath.lexists(self.layers.low(r_old)):
+            # a lower directory would have to move with all it holds
+            # (overlayfs without redirect_dir says the same)
+            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+        if target.exists and not flags & RENAME_EXCHANGE and target.is_dir and not self.layers.empty(target):
+            raise OSError(errno.ENOTEMPTY, os.strerror(errno.ENOTEMPTY))
         if flags & RENAME_EXCHANGE:
-            if not target.exists:
-                raise OSError(errno.ENOENT, os.strerror(errno.ENOENT))
             if target.is_dir and target.lower is not None:
                 raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
             for n in (old, target):
@@ -1386,15 +1503,18 @@ class LayeredMount(RedirectMount):
             self._set(call, i_new, target.real, raw_new)
             return CONTINUE
         self.layers.ensure_dir(parent)
-        if target.is_dir and os.path.lexists(self.layers.low(r_new)):
+        if target.is_dir and longpath.lexists(self.layers.low(r_new)):
             # replacing a directory of the lower layer (empty in the view):
-            # the upper one may hold whiteouts only; the new one hides the lower
+            # the upper one may hold whiteouts only
             self.layers.remove_upper(r_new)
+        if old.is_dir and longpath.isdir(self.layers.low(r_new)):
+            # the directory moved in hides the lower one of its new name
+            # (removed in the view, or replaced)
             st.after.append(lambda: self.layers.make_opaque(r_new))
         if self.layers.unwhiteout(r_new):
             st.undo.append(lambda: self.layers.whiteout(r_new))
         # the old name was seen in the lower layer too: hide it once moved
-        if os.path.lexists(self.layers.low(r_old)):
+        if longpath.lexists(self.layers.low(r_old)):
             self.layers.mark_origin(r_old)
             st.after.append(lambda: self.layers.whiteout(r_old))
         self._set(call, i_old, self.layers.up(r_old), raw_old)
@@ -1416,17 +1536,31 @@ class LayeredMount(RedirectMount):
         if len(slots) < 2:
             raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
         (_, i_old, r_old, raw_old), new = slots[0], slots[1]
+        if call.name == "linkat" and call.flags & ~(AT_SYMLINK_FOLLOW | AT_EMPTY_PATH):
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
         old = self._probe(call, r_old)
-        if not old.exists or old.is_dir:
-            # ENOENT, or EPERM for a directory: the kernel says which
-            self._set(call, i_old, old.real, raw_old)
+        if not old.exists or raw_old.endswith(b"/") and not old.is_dir:
+            # ENOENT, ENOTDIR: the kernel's, looking old up first
+            self._set(call, i_old, old.real + (b"/" if raw_old.endswith(b"/") else b""), raw_old)
             return CONTINUE
+        # do_linkat's checks, in its order: the new name's parent, the name
+        # itself, then vfs_link's refusal of a directory
+        r_new, raw_new = new[2], new[3]
+        if not self._probe(call, _parent(r_new)[0]).is_dir:
+            self._set(call, i_old, old.real, raw_old)
+            self._set(call, new[1], self._probe(call, r_new).real, raw_new)
+            return CONTINUE
+        if self._probe(call, r_new).exists:
+            raise OSError(errno.EEXIST, os.strerror(errno.EEXIST))
+        if raw_new.endswith(b"/"):
+            raise OSError(errno.ENOENT, os.strerror(errno.ENOENT))  # "name/" is not made
+        if old.is_dir:
+            raise OSError(errno.EPERM, os.strerror(errno.EPERM))
         # both names must end up in one layer: the lower one when the file is
         # there and the new name may be made there too (mincow, merge: the
         # link stays a link of the lower file), else the upper one, where a
         # lower file is copied up first
         if old.upper is None:
-            r_new = new[2]
             target = self._probe(call, r_new)
             pnode = self._probe(call, _parent(r_new)[0])
             if self.layers.mode != "cow" and not target.exists and not target.hidden \
@@ -1526,7 +1660,7 @@ class LayeredMount(RedirectMount):
         if how != request:  # a 32-bit int request, made as the 64-bit one
             arg = arg + b"\0" * 4
         real = self.layers.up(rel)
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = longpath.open_(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
             fcntl.ioctl(fd, how, arg)
         finally:

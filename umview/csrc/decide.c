@@ -56,6 +56,15 @@ static int has_dotdot(const char *p)
     return 0;
 }
 
+/* Does a path have a "." or ".." component? */
+static int has_dots(const char *p)
+{
+    for (const char *c = p; (c = strchr(c, '.')) != NULL; c++)
+        if ((c == p || c[-1] == '/') && (c[1] == 0 || c[1] == '/' || (c[1] == '.' && (c[2] == 0 || c[2] == '/'))))
+            return 1;
+    return 0;
+}
+
 
 /* At equal length (one string given two kinds) the kind that sends more
  * calls to Python wins: plain, then kernel, then layered. */
@@ -392,6 +401,51 @@ static int proc_magic(const char *p)
 /* move mounts: the real path of a view's path, literally              */
 /* ------------------------------------------------------------------ */
 
+/* Does a ".." of the absolute path raw (as the process gave it, made
+ * absolute) leave a directory that the kernel, walking the real tree, would
+ * find other than the view shows it: one under a plain or kernel prefix
+ * (another directory serves it), or one a layered mount hides or replaces
+ * (removed, made only in the upper layer, a file there)? The normalized
+ * path skips that directory; the kernel walks it, and it must be one, in
+ * the view: "gone/../f" fails with ENOENT, where "f" would not. A
+ * relative path's base (its first base_len bytes) is a directory the
+ * kernel holds, not one it walks: a ".." out of it goes where the kernel
+ * takes it. */
+static int climbs_through_view(const char *raw, size_t base_len)
+{
+    static __thread char cur[UM_PATH_BUF];
+    size_t len = 0; /* cur holds the components walked so far: "/a/b", "" for / */
+    for (const char *c = raw; *c;) {
+        if (*c == '/') {
+            c++;
+            continue;
+        }
+        const char *s = strchr(c, '/');
+        size_t l = s ? (size_t)(s - c) : strlen(c);
+        if (l == 2 && c[0] == '.' && c[1] == '.') {
+            if (len > base_len) {
+                cur[len] = 0;
+                int k = prefix_kind_of(cur);
+                if (is_plain(k) || k == UM_PREFIX_KERNEL || (k == UM_PREFIX_LAYERED && layer_hides_dir(cur, len)))
+                    return 1;
+            }
+            if (len > 0) {
+                while (len > 0 && cur[len - 1] != '/')
+                    len--;
+                len--; /* its "/" */
+            }
+        } else if (!(l == 1 && c[0] == '.')) {
+            if (len + 1 + l >= sizeof cur)
+                return 1;
+            cur[len++] = '/';
+            memcpy(cur + len, c, l);
+            len += l;
+        }
+        c += l;
+    }
+    return 0;
+}
+
 /* Is the path of slot st one whose upper file or directory (UM_LAYER_FILE,
  * UM_LAYER_DIR) the kernel reaches from the upper layer as the view reaches
  * it? It has no trailing "/" and no "..": its lexical form is then the walk
@@ -400,7 +454,7 @@ static int proc_magic(const char *p)
 static int upper_literal(const struct um_decide_slot *st, const char *raw)
 {
     size_t n = strlen(st->str);
-    return st->state == UM_SLOT_PATH && n > 0 && st->str[n - 1] != '/' && !has_dotdot(st->str) && raw[0] == '/';
+    return st->state == UM_SLOT_PATH && n > 0 && st->str[n - 1] != '/' && !has_dots(st->str) && raw[0] == '/';
 }
 
 /* Is the absolute path raw (as the process gave it) one whose real path
@@ -641,7 +695,7 @@ static int slot_path(const struct um_decide_slot *s, char *out, char *raw, int *
             return -ENOTDIR; /* a pipe, socket or anon inode: not a directory */
         size_t b = strnlen(s->base, UM_PATH_BUF);
         if (b + (n ? 1 + n : 0) >= UM_PATH_BUF)
-            return -ENAMETOOLONG;
+            return -EOVERFLOW; /* the kernel takes it (relative), C cannot hold it absolute */
         memcpy(out, s->base, b + 1);
         if (n) {
             out[b] = '/';
@@ -992,8 +1046,11 @@ int um_decide(struct um_decide_in *in)
             continue;
         }
         if (n < 0) {
-            /* the kernel gives the tracee the same errno; any other failure: unsure */
-            python = !(n == -ENAMETOOLONG || n == -EFAULT || n == -ENOENT || n == -ENOTDIR || n == -EBADF);
+            /* the kernel gives the tracee the same errno; any other failure
+             * (a relative path too long for C once made absolute: where it
+             * goes is Python's to say) is unsure */
+            python = !(n == -ENAMETOOLONG || n == -EFAULT || n == -ENOENT || n == -ENOTDIR || n == -EBADF) &&
+                     (n != -EOVERFLOW || nprefixes > 0);
             continue;
         }
         int k = in->path_kind[s];
@@ -1015,6 +1072,11 @@ int um_decide(struct um_decide_in *in)
         }
         if (is_plain(k) || (check_symlinks && nprefixes > 0 && (proc_magic(in->path[s]) || proc_magic(raw)))) {
             python = 1;
+            continue;
+        }
+        if (nprefixes > 0 && has_dotdot(raw) &&
+            climbs_through_view(raw, st->str[0] == '/' ? 0 : strnlen(st->base, UM_PATH_BUF))) {
+            python = 1; /* the view walks what the lexical path skips */
             continue;
         }
         if (nprefixes > 0 && proc_mem(in->path[s])) {

@@ -192,6 +192,14 @@ int layer_hit(const char *p, size_t n)
     return ancestor_hides(p, n);
 }
 
+int layer_hides_dir(const char *p, size_t n)
+{
+    if (!layer_live)
+        return 0;
+    const struct layer_slot *e = layer_find(p, n);
+    return (e && layer_hides(e->kind)) || ancestor_hides(p, n);
+}
+
 int layer_upper(const char *p, size_t n)
 {
     const struct layer_slot *e = layer_live ? layer_find(p, n) : NULL;
