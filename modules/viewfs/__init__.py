@@ -39,8 +39,8 @@ from umview.engine import CONTINUE, Engine, Skip
 from umview.service import Module, RedirectMount
 from umview.syscalls import PATH_SYSCALLS
 
-from .layers import (ACCESS, CREATE, FD_CHANGES, LISTING_CALLS, MODIFY, O_CREAT, O_EXCL, O_RDWR, O_TRUNC,
-                     O_WRONLY, OPENS, PSEUDO, LayeredMount)
+from . import readonly
+from .layers import FD_CHANGES, LISTING_CALLS, O_CREAT, O_TRUNC, O_WRONLY, OPENS, PSEUDO, LayeredMount
 
 log = logging.getLogger("umview")
 
@@ -110,46 +110,42 @@ class ReadOnlyMount(ViewfsMount):
             return Skip.errno(errno.EROFS)
         if call.name in self.unix_addr_syscalls:
             if call.name == "bind":
-                return Skip.errno(errno.EROFS)  # a socket file would be made
+                path = self._socket_path(call)
+                # a socket file would be made there
+                return Skip.errno(readonly.refusal(call, {0: self._real(self.relative(os.path.normpath(path)))})
+                                  if path else errno.EROFS)
             return super().enter(call)
         if call.writes():
-            paths = [p for p in LayeredMount._paths(call) if p is not None and self.relative(p) is not None]
-            if paths:
-                err = self._error(call, self._real(self.relative(paths[0])))
+            reals = self._reals(call)
+            if reals:
+                flags = None
+                if call.name in OPENS:
+                    flags = O_CREAT | O_WRONLY | O_TRUNC if call.name == "creat" else (
+                        struct.unpack("Q", call.read_mem(call.raw("how"), 8))[0] if call.name == "openat2"
+                        else call.flags)
+                err = readonly.refusal(call, reals, flags)
                 if err:
                     return Skip.errno(err)
         return CONTINUE if self.source == self.target else super().enter(call)
 
-    @staticmethod
-    def _error(call, real):
-        """The errno of a call that would write real (the first path under
-        the mount): the kernel's for a name that is missing or already there,
-        else EROFS; 0 for what a read-only file system allows (writing to a
-        device, a fifo or a socket; O_CREAT of an existing file, not for
-        writing)."""
-        try:
-            st = os.stat(real) if call.name in OPENS or call.name in ACCESS else os.lstat(real)
-        except OSError:
-            st = None
-        special = st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)
-                                          or stat.S_ISLNK(st.st_mode))
-        if call.name in OPENS:
-            flags = O_CREAT | O_WRONLY | O_TRUNC if call.name == "creat" else (
-                struct.unpack("Q", call.read_mem(call.raw("how"), 8))[0] if call.name == "openat2" else call.flags)
-            if st is None:
-                return errno.EROFS if flags & O_CREAT else errno.ENOENT
-            if flags & O_CREAT and flags & O_EXCL:
-                return errno.EEXIST
-            if special or not flags & (O_WRONLY | O_RDWR | O_TRUNC):
-                return 0
-            return errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EROFS
-        if call.name in ACCESS:
-            return errno.ENOENT if st is None else 0 if special else errno.EROFS
-        if call.name in CREATE:
-            return errno.EEXIST if st is not None else errno.EROFS
-        if call.name in MODIFY and st is None:
-            return errno.ENOENT  # looked up first (chmod, truncate...); unlink, rename: EROFS first
-        return errno.EROFS
+    def _reals(self, call):
+        """{path slot: its real path} for the path arguments under the
+        mount, as written (its ".", ".." and trailing "/" kept: the kernel's
+        checks need them), made absolute."""
+        out = {}
+        for slot, path in enumerate(LayeredMount._paths(call)):
+            if path is None or self.relative(path) is None:
+                continue
+            index = call.path_indices[slot]
+            raw = call.read_string(index) if call.args[index] else b""
+            if raw and not raw.startswith(b"/"):
+                d = call.dirfd_indices[slot]
+                base = core.proc_link(call.tid, core.AT_FDCWD if d is None else core.signed32(call.args[d]))
+                raw = base.rstrip(b"/") + b"/" + raw if base and base.startswith(b"/") else b""
+            lit = self.literal_relative(raw) if raw else None
+            rel = lit if lit is not None else self.relative(path) + (b"/" if raw.endswith(b"/") else b"")
+            out[slot] = self._real(rel)
+        return out
 
 
 class MountControl(Engine):

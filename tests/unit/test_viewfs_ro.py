@@ -3,11 +3,11 @@ for a name missing or already there, else EROFS; 0 where a read-only file
 system lets it through), table-driven, no tracee."""
 import errno
 import os
-from types import SimpleNamespace
-
 import pytest
 
-from umview.modules.viewfs import ReadOnlyMount
+from umview.engine import Call
+from umview.modules.viewfs import readonly
+from umview.syscalls import spec
 
 O_WRONLY, O_RDWR, O_CREAT, O_EXCL, O_TRUNC = 0o1, 0o2, 0o100, 0o200, 0o1000
 
@@ -39,10 +39,22 @@ CASES = [
     ("chmod", 0, "file", errno.EROFS),
     ("unlink", 0, "missing", errno.EROFS),
     ("rename", 0, "file", errno.EROFS),
+    ("rmdir", 0, "dir/.", errno.EINVAL),       # the last component first
+    ("rmdir", 0, "dir/..", errno.ENOTEMPTY),
+    ("unlink", 0, "missing/x", errno.ENOENT),  # the walk to the parent first
+    ("mkdir", 0, "file/x", errno.ENOTDIR),
+    ("mknod", 0, "missing/", errno.ENOENT),    # "name/" is not made
+    ("openat", O_WRONLY | O_CREAT, "file/", errno.EISDIR),
+    ("truncate", 0, "dir", errno.EISDIR),
+    ("truncate", 0, "fifo", errno.EINVAL),
 ]
 
 
 @pytest.mark.parametrize("name,flags,path,err", CASES)
 def test_a_call_that_would_write_gets_the_errno_a_read_only_mount_gives(tree, name, flags, path, err):
-    call = SimpleNamespace(name=name, flags=flags)
-    assert ReadOnlyMount._error(call, os.fsencode(tree / path)) == err
+    call = Call(1, "x86_64", 0, name, 0, [0] * 6, 0, 0x7000_0000, spec(name))
+    reals = {0: os.fsencode(tree) + b"/" + path.encode()}
+    if name == "rename":
+        reals[1] = os.fsencode(tree / "other")
+    assert readonly.refusal(call, reals, flags if name in ("openat",) else
+                            O_CREAT | O_WRONLY | O_TRUNC if name == "creat" else None) == err

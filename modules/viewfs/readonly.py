@@ -1,0 +1,183 @@
+"""What a read-only file system answers a call that would change it.
+
+The kernel refuses such a call with EROFS (mnt_want_write, or
+sb_permission for an open for writing), but only once it has made the
+checks that come first: the walk of the paths, the last component of a call
+that makes, removes or renames a name (".", "..", a trailing "/"), whether
+the name is there already (fs/namei.c: filename_create takes the write
+access late, so EEXIST wins), what the file is (a directory opened for
+writing is EISDIR, a device or a FIFO may be written). refusal() makes those
+checks in the kernel's order, on the real paths (lookups by the monitor,
+which change nothing), and returns the errno the call gets, or 0 for what a
+read-only file system allows.
+"""
+import errno
+import os
+import stat
+
+from umview import longpath
+
+O_WRONLY, O_RDWR, O_CREAT, O_EXCL, O_TRUNC, O_DIRECTORY = 0o1, 0o2, 0o100, 0o200, 0o1000, 0o200000
+O_TMPFILE = 0o20200000
+AT_REMOVEDIR, AT_SYMLINK_FOLLOW, AT_EMPTY_PATH = 0x200, 0x400, 0x1000
+RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT = 1, 2, 4
+UNLINKS = ("unlink", "unlinkat", "rmdir")
+RENAMES = ("rename", "renameat", "renameat2")
+LINKS = ("link", "linkat")
+OPENS = ("open", "openat", "openat2", "creat")
+TRUNCATES = ("truncate", "truncate64")
+
+
+def _split(real):
+    """(parent, last component, trailing "/") of a path as the kernel's
+    path_parentat splits it: last is b"." or b".." or a name, b"" for "/"."""
+    base = real.rstrip(b"/") or b"/"
+    trailing = len(real) > len(base)
+    if base == b"/":
+        return b"/", b"", trailing
+    head, _, last = base.rpartition(b"/")
+    return head or b"/", last, trailing
+
+
+def _walk_error(path, follow=True, directory=False):
+    """The errno of a lookup of path (0: found), and its stat."""
+    try:
+        st = longpath.stat_(path) if follow else longpath.lstat(path)
+    except OSError as exc:
+        return exc.errno, None
+    if directory and not stat.S_ISDIR(st.st_mode):
+        return errno.ENOTDIR, st
+    return 0, st
+
+
+def _parent_error(real):
+    """The errno of the walk to the parent of real (a call that makes,
+    removes or renames a name), 0 if it is a directory."""
+    parent, last, _ = _split(real)
+    if len(last) > 255:
+        return errno.ENAMETOOLONG
+    return _walk_error(parent, directory=True)[0]
+
+
+def _last_type(real):
+    _, last, _ = _split(real)
+    return {b".": "dot", b"..": "dotdot", b"": "root"}.get(last, "norm")
+
+
+def _special(st):
+    return st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode))
+
+
+def refusal(call, reals, flags=None):
+    """The errno a read-only file system gives call, whose path slots under
+    it are reals ({slot: real path as written, made absolute}); 0 where it
+    allows the call. flags: an open's flags (creat's, openat2's read)."""
+    name = call.name
+    names = call.spec.names if call.spec is not None else ()
+    if name == "renameat2" and (call.flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT) or
+                                call.flags & (RENAME_NOREPLACE | RENAME_WHITEOUT) and call.flags & RENAME_EXCHANGE):
+        return errno.EINVAL
+    if name == "linkat" and call.flags & ~(AT_SYMLINK_FOLLOW | AT_EMPTY_PATH):
+        return errno.EINVAL
+    if name == "unlinkat" and call.flags & ~AT_REMOVEDIR:
+        return errno.EINVAL
+    if name in UNLINKS:
+        real = reals[0]
+        err = _parent_error(real)
+        if err:
+            return err
+        kind = _last_type(real)
+        if name == "rmdir" or name == "unlinkat" and call.flags & AT_REMOVEDIR:
+            return {"dot": errno.EINVAL, "dotdot": errno.ENOTEMPTY, "root": errno.EBUSY}.get(kind, errno.EROFS)
+        return errno.EISDIR if kind != "norm" else errno.EROFS
+    if name in RENAMES:
+        for slot in (0, 1):
+            if slot in reals:
+                err = _parent_error(reals[slot])
+                if err:
+                    return err
+        if 0 in reals and _last_type(reals[0]) != "norm":
+            return errno.EBUSY
+        if 1 in reals and _last_type(reals[1]) != "norm":
+            return errno.EEXIST if name == "renameat2" and call.flags & RENAME_NOREPLACE else errno.EBUSY
+        return errno.EROFS
+    if name in LINKS and 0 in reals:
+        follow = name == "linkat" and call.flags & AT_SYMLINK_FOLLOW
+        _, _, trailing = _split(reals[0])
+        err, st = _walk_error(reals[0], follow=follow or trailing, directory=trailing)
+        if err:
+            return err
+    if names:
+        # filename_create: the walk, the last component, then the name
+        # itself; the write access is taken last
+        real = reals.get(names[-1])
+        if real is None:
+            return errno.EROFS
+        err = _parent_error(real)
+        if err:
+            return err
+        if _last_type(real) != "norm":
+            return errno.EEXIST
+        _, _, trailing = _split(real)
+        if longpath.lexists(real.rstrip(b"/")):
+            return errno.EEXIST
+        if trailing and name not in ("mkdir", "mkdirat"):
+            return errno.ENOENT
+        return errno.EROFS
+    if name in ("bind", "connect"):
+        real = reals.get(0)
+        if real is None:
+            return errno.EROFS
+        err = _parent_error(real)
+        if err:
+            return err
+        return errno.EADDRINUSE if longpath.lexists(real) else errno.EROFS
+    real = next(iter(reals.values()), None)
+    if real is None:
+        return errno.EROFS
+    if name in OPENS:
+        return _open_refusal(real, flags)
+    follow = call.spec.follows(0, call.args) if call.spec is not None else True
+    err, st = _walk_error(real, follow=follow or real.endswith(b"/"), directory=real.endswith(b"/"))
+    if err:
+        return err
+    if name in TRUNCATES:
+        if stat.S_ISDIR(st.st_mode):
+            return errno.EISDIR
+        if not stat.S_ISREG(st.st_mode):
+            return errno.EINVAL
+    if name in ("access", "faccessat", "faccessat2") and _special(st):
+        return 0  # a device, FIFO or socket may be written on a read-only mount
+    return errno.EROFS
+
+
+def _open_refusal(real, flags):
+    parent, last, trailing = _split(real)
+    creat = flags & O_CREAT and (flags & O_TMPFILE) != O_TMPFILE
+    writes = flags & (O_WRONLY | O_RDWR | O_TRUNC)
+    if creat and last not in (b".", b"..", b""):
+        err = _parent_error(real)
+        if err:
+            return err
+        if trailing:
+            return errno.EISDIR
+        err, st = _walk_error(real)
+        if err == errno.ENOENT and not longpath.lexists(real):
+            return errno.EROFS  # it would be made
+        if err:
+            return err
+        if flags & O_EXCL:
+            return errno.EEXIST
+    else:
+        err, st = _walk_error(real, directory=trailing or bool(flags & O_DIRECTORY))
+        if err:
+            return err
+        if creat and flags & O_EXCL:
+            return errno.EEXIST
+        if (flags & O_TMPFILE) == O_TMPFILE:
+            return errno.EROFS  # an unnamed file would be made in the directory
+    if stat.S_ISDIR(st.st_mode):
+        return errno.EISDIR if writes or creat or (flags & O_TMPFILE) == O_TMPFILE else 0
+    if _special(st) or not writes:
+        return 0
+    return errno.EROFS
