@@ -280,7 +280,7 @@ class CwdTracker(Engine):
     # --- calls ---
     def wants(self, call):
         if call.name in self.unix_addr_syscalls:
-            return self._tgid(call.tid) in self.vroot
+            return self._tgid(call.tid) in self.vroot or self._relative_socket(call) is not None
         if call.name in self.syscalls or call.name in self.vcwd_syscalls:
             return True
         if call.path_indices and self._tgid(call.tid) in self.vcwd:
@@ -294,7 +294,11 @@ class CwdTracker(Engine):
         vcwd = self.vcwd.get(g)
         root = self.vroot.get(g)
         if call.name in self.unix_addr_syscalls:
-            return self._rooted_socket(call, root, vcwd)
+            if root is not None:
+                return self._rooted_socket(call, root, vcwd)
+            # the mounts read it (RedirectMount._socket_path)
+            call.state(RedirectMount).view_socket_path = self._relative_socket(call)
+            return CONTINUE
         if call.name == "getcwd":
             if vcwd is None:
                 return CONTINUE
@@ -558,6 +562,25 @@ class CwdTracker(Engine):
         resolved, _ = walk(full, self.realize, False, opaque=self.opaque, root=root)
         RedirectMount._point_sockaddr(call, resolved)
         return CONTINUE
+
+    def _relative_socket(self, call):
+        """For a bind/connect of a relative AF_UNIX path by a thread whose
+        cwd in the view is not the kernel's (a virtual cwd: a directory of a
+        layer's upper layer, a mount's source): the absolute path in the
+        view; else None (the kernel names it as the view does)."""
+        try:
+            path = RedirectMount._sockaddr(call)
+        except OSError:
+            return None
+        if not path or path.startswith(b"/"):
+            return None
+        real = core.proc_link(call.tid)
+        if real is None or not real.startswith(b"/"):
+            return None
+        virtual = self.vcwd.get(self._tgid(call.tid)) or self._from_real(real)
+        if virtual is None or virtual == real:
+            return None
+        return virtual.rstrip(b"/") + b"/" + path
 
     @staticmethod
     def _inside(root, vpath):

@@ -170,7 +170,7 @@ class RedirectMount(Engine):
         if not any(slot in names and rel == b"" for slot, rel in rels.items()):
             return None
         if call.name in ("unlink", "unlinkat", "rmdir"):
-            rmdir = call.name == "rmdir" or call.flags & 0x200  # AT_REMOVEDIR
+            rmdir = call.name == "rmdir" or call.name == "unlinkat" and call.flags & 0x200  # AT_REMOVEDIR
             return Skip.errno(errno.EBUSY if rmdir else errno.EISDIR)
         if call.name in ("rename", "renameat", "renameat2"):
             if rels.get(0) and not exists(rels[0]):
@@ -240,7 +240,13 @@ class RedirectMount(Engine):
         return data[2:].split(b"\0", 1)[0]
 
     def _socket_path(self, call):
-        """The absolute path of an AF_UNIX bind/connect under this mount, or None."""
+        """The absolute path of an AF_UNIX bind/connect under this mount, or
+        None. A relative one is relative to the thread's cwd in the view
+        (the cwd tracker's view_socket_path, where the kernel's cwd is
+        another directory: a layer's upper one, a mount's source)."""
+        path = getattr(call.state(RedirectMount), "view_socket_path", None)
+        if path is not None:
+            return path if self.relative(os.path.normpath(path)) is not None else None
         try:
             path = self._sockaddr(call)
         except OSError:
