@@ -17,7 +17,7 @@ import tempfile
 
 import pytest
 
-from conftest import NOBODY, SYSTEM_PY, as_user, need_user, run, umview_for
+from conftest import NOBODY, SYSTEM_PY, as_user, need_user, run, umview_argv, umview_for
 
 NAMES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs", "names.py")
 
@@ -125,3 +125,68 @@ def test_a_removed_name_of_255_bytes_stays_removed_in_a_later_view(dirs):
     assert os.path.exists(os.path.join(base, long))  # the real file stays
     r = run(umview_for(user, *opts, "--", "ls", "-a", base))
     assert r.stdout.decode().split() == [".", ".."]
+
+
+@pytest.mark.parametrize("dirs", ["root", "nobody"], indirect=True)
+def test_a_read_only_view_answers_as_a_read_only_mount(dirs):
+    """--sandbox=ro against the kernel's own read-only bind mount of the
+    same trees (made by root in a mount namespace of the test's): EROFS
+    only after the checks the kernel makes first (the walk, ".", "..", a
+    trailing "/", EEXIST, EISDIR), and nothing where writing is allowed."""
+    user, native, base, layer = dirs
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare (util-linux) for the native read-only mount")
+    names(user, "setup", native)
+    argv = as_user(user, [python(user), NAMES, "run", native])
+    ro = f"mount --bind {native} {native} && mount -o remount,bind,ro {native} && exec \"$@\""
+    r = run(["unshare", "-m", "sh", "-c", ro, "sh", *argv], timeout=300)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    want = by_case(r.stdout.decode())
+    names(user, "setup", base)
+    assert by_case(names(user, "run", base, "--sandbox=ro")) == want
+
+
+@pytest.mark.parametrize("dirs", ["root", "nobody"], indirect=True)
+def test_names_follow_the_kernels_rules_in_a_root_tree(dirs):
+    """umview -r TREE: the cases run in a directory of the tree (the host's
+    programs and libraries stay the host's), as natively."""
+    user, native, tree, _ = dirs
+    names(user, "setup", native)
+    want = by_case(names(user, "run", native))
+    os.makedirs(os.path.join(tree, "work", "base"))
+    shutil.copy(NAMES, os.path.join(tree, "work", "names.py"))
+    if user != "root":
+        for d in ("work", "work/base", "work/names.py"):
+            os.chown(os.path.join(tree, d), NOBODY, NOBODY)
+    argv = ["sh", "-c", f'"$0" /work/names.py setup /work/base && exec "$0" /work/names.py run /work/base',
+            python(user)]
+    r = run(umview_for(user, "-r", tree, "--host-paths", "/usr:/lib:/lib64:/bin:/etc:/proc:/dev:/sys:/tmp",
+                       "--", *argv), cwd="/var/tmp", timeout=300)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    assert by_case(r.stdout.decode()) == want
+
+
+def test_names_on_an_image_as_on_the_same_image_mounted_natively(tmp_path):
+    """-p fs: an ext4 image served by fuse2fs in the view, against the same
+    image mounted natively by fuse2fs (root: /dev/fuse)."""
+    need_user("root")
+    for tool in ("fuse2fs", "mkfs.ext4", "fusermount3"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"needs {tool}")
+    outs = []
+    for where in ("native", "view"):
+        img, mnt = tmp_path / f"{where}.img", tmp_path / f"{where}-mnt"
+        mnt.mkdir()
+        subprocess.run(["mkfs.ext4", "-q", "-F", str(img), "64M"], check=True, capture_output=True)
+        script = f'python3 {NAMES} setup {mnt} && exec python3 {NAMES} run {mnt}'
+        if where == "native":
+            subprocess.run(["fuse2fs", str(img), str(mnt)], check=True, capture_output=True)
+            try:
+                r = run(["sh", "-c", script], timeout=300)
+            finally:
+                subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+        else:
+            r = run(umview_argv("-p", f"fs,mount={img}:{mnt}", "--", "sh", "-c", script), timeout=300)
+        assert r.returncode == 0, r.stderr.decode(errors="replace")
+        outs.append(by_case(r.stdout.decode()))
+    assert outs[1] == outs[0]

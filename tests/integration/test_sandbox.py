@@ -501,8 +501,10 @@ def test_a_sandbox_inside_a_view_is_a_sandbox_nested_in_it(victim, user, outer):
     inner = _inner_umview(user, "--sandbox", "--report", report, "--", "sh", "-c", inner_script)
     # the outer view's /tmp: the real one under -p unreal (removed at the end)
     outer_file = f"/tmp/umview-nested-outer-{os.getpid()}-{user}"
-    script = (f"echo out > {outer_file}; {inner}; echo status $?; cat {outer_file}; "
-              f"ls /tmp | grep -c umview-sandbox-; "
+    # the sandbox directories the inner one may have left: those of other
+    # views running meanwhile on the machine are not the test's
+    script = (f"before=$(ls /tmp | grep umview-sandbox-); echo out > {outer_file}; {inner}; echo status $?; "
+              f"cat {outer_file}; ls /tmp | grep umview-sandbox- | grep -cvxF \"$before\"; "
               f"cat {victim}/victim; cat {report}")  # an outer sandbox keeps the report in its layer
     r = run(user, outer.split(), script)
     try:
