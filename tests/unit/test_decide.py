@@ -121,6 +121,32 @@ def test_relative_path_climbing_out_of_a_prefix_stays_native_and_is_resolved():
     assert decide(OPENAT, b"../../etc/x", b"/foo/a", flags=R) == (NATIVE, b"/etc/x", -1)
 
 
+@pytest.mark.parametrize("path, base, want", [
+    (b"/lay/hidden/../f", None, PYTHON),     # removed in the view: ENOENT there, not /lay/f
+    (b"/lay/hidden/x/../../f", None, PYTHON),
+    (b"/lay/dir/../f", None, NATIVE),        # a merged directory: the lower one is there too
+    (b"/lay/other/../f", None, NATIVE),      # untouched: the kernel walks what the view shows
+    (b"/lay/./hidden/..", None, PYTHON),
+    (b"hidden/../f", b"/lay", PYTHON),       # relative: a name the kernel walks
+    (b"../f", b"/lay/hidden", NATIVE),       # ... but not the directory the call starts from
+    (b"/foo/x/../../lay/f", None, PYTHON),   # a mount's directory: the view walks it
+])
+def test_dotdot_out_of_a_directory_the_view_hides_or_serves_goes_to_python(path, base, want):
+    assert decide(NEWFSTATAT, path, base)[0] == want
+
+
+def test_reads_of_upper_files_with_dot_components_are_not_served_on_the_upper_layer():
+    assert lib.um_layer_add(b"/lay/file", lib.UM_LAYER_FILE) == 0
+    decide(NEWFSTATAT, b"/lay/file/.")
+    assert last["upper"] < 0  # ENOTDIR is the kernel's, on the path as written
+
+
+def test_a_relative_path_too_long_for_the_c_core_once_absolute_goes_to_python():
+    rel = b"/".join([b"d" * 200] * 20)  # 4,019 bytes: the kernel takes it
+    assert decide(NEWFSTATAT, rel, b"/lay/" + b"b" * 100) == (PYTHON, None, -1)
+    assert decide(NEWFSTATAT, rel, b"/lay") == (NATIVE, b"/lay/" + rel, lib.UM_PREFIX_LAYERED)  # it fits
+
+
 def test_relative_path_climbing_into_a_prefix_goes_to_python_and_is_resolved():
     assert decide(OPENAT, b"../foo/./x", b"/etc", flags=R) == (PYTHON, b"/foo/x", lib.UM_PREFIX_PLAIN)
 

@@ -1,5 +1,6 @@
 """Symlink-aware walking in a view, on a fake file system (no ptrace)."""
 import errno
+import os
 import stat
 from types import SimpleNamespace
 
@@ -114,3 +115,16 @@ def test_plain_path_tells_a_path_with_a_symlink_on_its_way(tmp_path):
     assert plain_path(base + b"/d/last", False) is True     # the link itself (lstat)
     assert plain_path(base + b"/d/last", True) is False     # followed at the end
     assert plain_path(base + b"/d/e/new", True) is None     # missing: the parent decides
+
+
+def test_a_last_dot_or_dotdot_is_kept_after_the_directory_it_follows(tmp_path):
+    from umview.pathwalk import dotted, last_dot
+
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    (tmp_path / "link").symlink_to("d")
+    base = os.fsencode(tmp_path)
+    assert walk(base + b"/link/sub/..", lambda p: p, last_dot=True)[0] == base + b"/d/sub/.."
+    assert walk(base + b"/link/./", lambda p: p, last_dot=True)[0] == base + b"/d/./"
+    assert walk(base + b"/link/sub/..", lambda p: p)[0] == base + b"/d"
+    assert dotted(b"a/./b") and dotted(b"..") and not dotted(b"a.b/.c/")
+    assert last_dot(b"a/b/..//") and not last_dot(b"a/.b") and not last_dot(b"/")
