@@ -58,7 +58,7 @@ import signal
 import stat
 import threading
 
-from umview import core
+from umview import core, namei
 from umview.engine import CONTINUE, Engine, Skip, under_any
 from umview.pathwalk import plain_path
 from umview.service import Module
@@ -226,11 +226,15 @@ class Guard(Engine):
         mode = call.arg("mode")
         kind = stat.S_IFMT(mode)
         if kind == stat.S_IFBLK or (kind == stat.S_IFCHR and _major_minor(call.arg("dev")) not in SAFE_CHR):
-            if "mknod" not in self.told:
+            # EPERM where the kernel says it without CAP_MKNOD: once the
+            # name could be made (vfs_mknod, after filename_create)
+            real = call.written(0)  # OSError: the kernel's, first
+            err = namei.create_error(real) if real is not None else 0
+            if not err and "mknod" not in self.told:
                 self.told.add("mknod")
                 log.warning("guard: mknod of a device refused (EPERM): its node would reach the real device "
                             "(docs/security.md)")
-            return Skip.errno(errno.EPERM)
+            return Skip.errno(err or errno.EPERM)
         pseudo = self._pseudo(call)
         return CONTINUE if pseudo is None else Skip.errno(pseudo)
 

@@ -659,6 +659,26 @@ class Call:
             self._paths = [self.resolved(slot) for slot in range(len(self.path_indices))]
         return self._paths
 
+    def written(self, slot=0):
+        """Path argument ``slot`` as the kernel will take it: its string now
+        (an engine's rewrite included), made absolute from its dirfd or cwd
+        as the kernel holds them, not normalized (".", "..", a trailing "/"
+        kept); None if it cannot be read or has no such base.
+        OSError(ENAMETOOLONG) for the process's own string of PATH_MAX bytes
+        or more, which the kernel refuses before anything else."""
+        index = self.path_indices[slot]
+        try:
+            raw = self.read_string(index, limit=1 << 16)
+        except OSError:
+            return None
+        if len(raw) >= _PATH_MAX and self.args[index] == self.orig_args[index]:
+            raise OSError(_errno.ENAMETOOLONG, "path of PATH_MAX bytes or more")
+        if raw.startswith(b"/") or not raw:
+            return raw or None
+        d = self.dirfd_indices[slot]
+        base = core.proc_link(self.tid, core.AT_FDCWD if d is None else core.signed32(self.args[d]))
+        return base.rstrip(b"/") + b"/" + raw if base is not None and base.startswith(b"/") else None
+
     def resolved(self, slot=0):
         """Path argument ``slot`` resolved (see ``paths``), or None."""
         try:

@@ -7,15 +7,15 @@ that makes, removes or renames a name (".", "..", a trailing "/"), whether
 the name is there already (fs/namei.c: filename_create takes the write
 access late, so EEXIST wins), what the file is (a directory opened for
 writing is EISDIR, a device or a FIFO may be written). refusal() makes those
-checks in the kernel's order, on the real paths (lookups by the monitor,
-which change nothing), and returns the errno the call gets, or 0 for what a
-read-only file system allows.
+checks in the kernel's order, on the real paths (umview.namei: lookups by
+the monitor, which change nothing), and returns the errno the call gets, or
+0 for what a read-only file system allows.
 """
 import errno
 import os
 import stat
 
-from umview import longpath
+from umview import longpath, namei
 
 O_WRONLY, O_RDWR, O_CREAT, O_EXCL, O_TRUNC, O_DIRECTORY = 0o1, 0o2, 0o100, 0o200, 0o1000, 0o200000
 O_TMPFILE = 0o20200000
@@ -26,42 +26,6 @@ RENAMES = ("rename", "renameat", "renameat2")
 LINKS = ("link", "linkat")
 OPENS = ("open", "openat", "openat2", "creat")
 TRUNCATES = ("truncate", "truncate64")
-
-
-def _split(real):
-    """(parent, last component, trailing "/") of a path as the kernel's
-    path_parentat splits it: last is b"." or b".." or a name, b"" for "/"."""
-    base = real.rstrip(b"/") or b"/"
-    trailing = len(real) > len(base)
-    if base == b"/":
-        return b"/", b"", trailing
-    head, _, last = base.rpartition(b"/")
-    return head or b"/", last, trailing
-
-
-def _walk_error(path, follow=True, directory=False):
-    """The errno of a lookup of path (0: found), and its stat."""
-    try:
-        st = longpath.stat_(path) if follow else longpath.lstat(path)
-    except OSError as exc:
-        return exc.errno, None
-    if directory and not stat.S_ISDIR(st.st_mode):
-        return errno.ENOTDIR, st
-    return 0, st
-
-
-def _parent_error(real):
-    """The errno of the walk to the parent of real (a call that makes,
-    removes or renames a name), 0 if it is a directory."""
-    parent, last, _ = _split(real)
-    if len(last) > 255:
-        return errno.ENAMETOOLONG
-    return _walk_error(parent, directory=True)[0]
-
-
-def _last_type(real):
-    _, last, _ = _split(real)
-    return {b".": "dot", b"..": "dotdot", b"": "root"}.get(last, "norm")
 
 
 def _special(st):
@@ -83,28 +47,28 @@ def refusal(call, reals, flags=None):
         return errno.EINVAL
     if name in UNLINKS:
         real = reals[0]
-        err = _parent_error(real)
+        err = namei.parent_error(real)
         if err:
             return err
-        kind = _last_type(real)
+        kind = namei.last_type(real)
         if name == "rmdir" or name == "unlinkat" and call.flags & AT_REMOVEDIR:
             return {"dot": errno.EINVAL, "dotdot": errno.ENOTEMPTY, "root": errno.EBUSY}.get(kind, errno.EROFS)
         return errno.EISDIR if kind != "norm" else errno.EROFS
     if name in RENAMES:
         for slot in (0, 1):
             if slot in reals:
-                err = _parent_error(reals[slot])
+                err = namei.parent_error(reals[slot])
                 if err:
                     return err
-        if 0 in reals and _last_type(reals[0]) != "norm":
+        if 0 in reals and namei.last_type(reals[0]) != "norm":
             return errno.EBUSY
-        if 1 in reals and _last_type(reals[1]) != "norm":
+        if 1 in reals and namei.last_type(reals[1]) != "norm":
             return errno.EEXIST if name == "renameat2" and call.flags & RENAME_NOREPLACE else errno.EBUSY
         return errno.EROFS
     if name in LINKS and 0 in reals:
         follow = name == "linkat" and call.flags & AT_SYMLINK_FOLLOW
-        _, _, trailing = _split(reals[0])
-        err, st = _walk_error(reals[0], follow=follow or trailing, directory=trailing)
+        _, _, trailing = namei.split(reals[0])
+        err, st = namei.lookup(reals[0], follow=follow or trailing, directory=trailing)
         if err:
             return err
     if names:
@@ -113,22 +77,12 @@ def refusal(call, reals, flags=None):
         real = reals.get(names[-1])
         if real is None:
             return errno.EROFS
-        err = _parent_error(real)
-        if err:
-            return err
-        if _last_type(real) != "norm":
-            return errno.EEXIST
-        _, _, trailing = _split(real)
-        if longpath.lexists(real.rstrip(b"/")):
-            return errno.EEXIST
-        if trailing and name not in ("mkdir", "mkdirat"):
-            return errno.ENOENT
-        return errno.EROFS
+        return namei.create_error(real, want_dir=name in ("mkdir", "mkdirat")) or errno.EROFS
     if name in ("bind", "connect"):
         real = reals.get(0)
         if real is None:
             return errno.EROFS
-        err = _parent_error(real)
+        err = namei.parent_error(real)
         if err:
             return err
         return errno.EADDRINUSE if longpath.lexists(real) else errno.EROFS
@@ -138,7 +92,7 @@ def refusal(call, reals, flags=None):
     if name in OPENS:
         return _open_refusal(real, flags)
     follow = call.spec.follows(0, call.args) if call.spec is not None else True
-    err, st = _walk_error(real, follow=follow or real.endswith(b"/"), directory=real.endswith(b"/"))
+    err, st = namei.lookup(real, follow=follow or real.endswith(b"/"), directory=real.endswith(b"/"))
     if err:
         return err
     if name in TRUNCATES:
@@ -152,16 +106,16 @@ def refusal(call, reals, flags=None):
 
 
 def _open_refusal(real, flags):
-    parent, last, trailing = _split(real)
+    parent, last, trailing = namei.split(real)
     creat = flags & O_CREAT and (flags & O_TMPFILE) != O_TMPFILE
     writes = flags & (O_WRONLY | O_RDWR | O_TRUNC)
     if creat and last not in (b".", b"..", b""):
-        err = _parent_error(real)
+        err = namei.parent_error(real)
         if err:
             return err
         if trailing:
             return errno.EISDIR
-        err, st = _walk_error(real)
+        err, st = namei.lookup(real)
         if err == errno.ENOENT and not longpath.lexists(real):
             return errno.EROFS  # it would be made
         if err:
@@ -169,7 +123,7 @@ def _open_refusal(real, flags):
         if flags & O_EXCL:
             return errno.EEXIST
     else:
-        err, st = _walk_error(real, directory=trailing or bool(flags & O_DIRECTORY))
+        err, st = namei.lookup(real, directory=trailing or bool(flags & O_DIRECTORY))
         if err:
             return err
         if creat and flags & O_EXCL:

@@ -20,6 +20,9 @@ import pytest
 from conftest import NOBODY, SYSTEM_PY, as_user, need_user, run, umview_argv, umview_for
 
 NAMES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs", "names.py")
+# progs/names.py's DEVICES
+DEVICES = ("mknod device", "mknod device existing", "mknod device in a file", "mknod device missing dir",
+           "mknod device slash", "mknod device dot", "mknod device too long", "mknod device path max")
 
 # how a mode mounts the cases' directory BASE (LAYER: an empty directory
 # for the layer or source; VIEW: where the view shows BASE)
@@ -63,10 +66,10 @@ def python(user):
     return "python3" if user == "root" else SYSTEM_PY
 
 
-def names(user, what, base, *opts):
-    """names.py WHAT BASE, natively or with umview OPTS ("both": setup,
-    then run, in one view)."""
-    argv = [python(user), NAMES, what, base]
+def names(user, what, base, *opts, cases=()):
+    """names.py WHAT BASE [CASE...], natively or with umview OPTS ("both":
+    setup, then run, in one view)."""
+    argv = [python(user), NAMES, what, base, *cases]
     if what == "both":
         argv = ["sh", "-c", f'"$0" "$1" setup "$2" && exec "$0" "$1" run "$2"', python(user), NAMES, base]
     if opts:
@@ -190,3 +193,21 @@ def test_names_on_an_image_as_on_the_same_image_mounted_natively(tmp_path):
         assert r.returncode == 0, r.stderr.decode(errors="replace")
         outs.append(by_case(r.stdout.decode()))
     assert outs[1] == outs[0]
+
+
+@pytest.mark.parametrize("dirs", ["root"], indirect=True)
+def test_a_sandbox_refuses_devices_where_the_kernel_does_without_cap_mknod(dirs):
+    """The guard's EPERM for mknod of a device comes where the kernel's own
+    comes to a process without CAP_MKNOD: after the walk, EEXIST, a
+    trailing "/" and ENAMETOOLONG (pjdfstest's mknod tests)."""
+    user, native, base, _ = dirs
+    if shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv")
+    cases = DEVICES
+    names(user, "setup", native, cases=cases)
+    r = run(["setpriv", "--bounding-set", "-mknod", "python3", NAMES, "run", native, *cases], timeout=300)
+    assert r.returncode == 0, r.stderr
+    want = by_case(r.stdout.decode())
+    assert want["mknod device"][0] == "mknod device: EPERM"
+    names(user, "setup", base, cases=cases)
+    assert by_case(names(user, "run", base, "--sandbox", cases=cases)) == want
