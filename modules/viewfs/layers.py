@@ -1467,6 +1467,8 @@ class LayeredMount(RedirectMount):
             raise OSError(err, os.strerror(err))
         if r_old == r_new or target.exists and (old.st.st_dev, old.st.st_ino) == (target.st.st_dev, target.st.st_ino):
             return Skip(0)  # one file (hard links too): vfs_rename does nothing
+        if layerfmt.is_own(_parent(r_new)[1]):
+            raise OSError(errno.EPERM, "a name the layer keeps for itself")
         if self._rename_in_place(old, target):
             # mincow, merge: both names in the lower layer, which the user
             # may change: the kernel renames there (a directory too)

@@ -30,6 +30,8 @@ MODES = {
     "plain": ([], "{base}"),
     "unreal": (["-p", "unreal"], "/unreal{base}"),
     "cow of /": (["-p", "viewfs,mount={layer}:/:cow"], "{base}"),
+    "merge of /": (["-p", "viewfs,mount={layer}:/:merge"], "{base}"),
+    "mincow of /": (["-p", "viewfs,mount={layer}:/:mincow"], "{base}"),
     "cow": (["-p", "viewfs,mount={layer}:{base}:cow"], "{base}"),
     "merge": (["-p", "viewfs,mount={layer}:{base}:merge"], "{base}"),
     "mincow": (["-p", "viewfs,mount={layer}:{base}:mincow"], "{base}"),
