@@ -75,8 +75,27 @@ def make_whiteout(name, dir_fd=None):
             raise
 
 
-def is_opaque(path, dir_fd=None):
-    """Is the upper directory path (relative to dir_fd) opaque?"""
+#: (st_dev, st_ino, st_ctime_ns) of an upper directory -> is it opaque: a
+#: change of its xattrs changes its ctime (set_opaque forgets them all too:
+#: a ctime may stay within one clock tick)
+_opaque_seen = {}
+
+
+def is_opaque(path, dir_fd=None, st=None):
+    """Is the upper directory path (relative to dir_fd) opaque? st: its
+    lstat, if the caller has it (the answer is then remembered)."""
+    if st is None:
+        return _read_opaque(path, dir_fd)
+    key = (st.st_dev, st.st_ino, st.st_ctime_ns)
+    opaque = _opaque_seen.get(key)
+    if opaque is None:
+        if len(_opaque_seen) >= 65536:
+            _opaque_seen.clear()
+        opaque = _opaque_seen[key] = _read_opaque(path, dir_fd)
+    return opaque
+
+
+def _read_opaque(path, dir_fd):
     try:
         if dir_fd is not None:
             # Python's getxattr takes no dir_fd; an O_PATH fd takes no fgetxattr
@@ -91,6 +110,7 @@ def is_opaque(path, dir_fd=None):
 def set_opaque(path):
     """Make the upper directory path opaque; False where its file system
     keeps no user xattrs (hide_all then does the same)."""
+    _opaque_seen.clear()
     try:
         with longpath.xattr_path(path) as p:
             os.setxattr(p, OPAQUE_XATTR, OPAQUE_VALUE, follow_symlinks=False)

@@ -299,7 +299,7 @@ class Layers:
                 if upfd is not None and not hidden and opaque:
                     hidden = True
                 is_dir = ust is not None and stat.S_ISDIR(ust.st_mode)
-                child_opaque = is_dir and layerfmt.is_opaque(c, dir_fd=upfd)
+                child_opaque = is_dir and layerfmt.is_opaque(c, dir_fd=upfd, st=ust)
                 if child_opaque:
                     node = Node(self, prefix, ust, None, True)  # nothing below shows
                 elif hidden:
