@@ -564,20 +564,26 @@ class CwdTracker(Engine):
         return CONTINUE
 
     def _relative_socket(self, call):
-        """For a bind/connect of a relative AF_UNIX path by a thread whose
-        cwd in the view is not the kernel's (a virtual cwd: a directory of a
-        layer's upper layer, a mount's source): the absolute path in the
-        view; else None (the kernel names it as the view does)."""
+        """For a bind/connect of a relative AF_UNIX path: False where the
+        kernel names it as the view does (the cwd is faithful: a mount's
+        image of the virtual one, such as a directory the view made in a
+        layer; the path stays relative, as short as the process made it); the
+        absolute path in the view where the kernel's cwd is another
+        directory than the view's; None where it is the view's (the mounts
+        look at it as they would)."""
         try:
             path = RedirectMount._sockaddr(call)
         except OSError:
             return None
         if not path or path.startswith(b"/"):
             return None
+        g = self._tgid(call.tid)
+        if g in self.faithful:
+            return False
         real = core.proc_link(call.tid)
         if real is None or not real.startswith(b"/"):
             return None
-        virtual = self.vcwd.get(self._tgid(call.tid)) or self._from_real(real)
+        virtual = self.vcwd.get(g) or self._from_real(real)
         if virtual is None or virtual == real:
             return None
         return virtual.rstrip(b"/") + b"/" + path

@@ -21,6 +21,7 @@ engines that asked for it are called oldest first, so an engine loaded last
 sees the call as the process made it and the result as the process gets it.
 """
 import errno as _errno
+import os
 
 from umview import core
 
@@ -520,6 +521,35 @@ class Call:
         finally:
             for fd in opened:
                 core.inject(self.tid, self.abi_id, numbers["close"], [fd])
+
+    def run_in_directory(self, directory, args):
+        """Run this call with raw args in the process as if its cwd were the
+        directory (a path of any length): the process opens the directory,
+        enters it (fchdir), makes the call, and goes back to its own cwd; the
+        call's raw result (>= 0 or -errno). For what has no dirfd argument
+        (an AF_UNIX socket's name), and only for a process whose cwd no other
+        thread shares meanwhile (one thread): -ENAMETOOLONG otherwise."""
+        if self.notified or len(os.listdir(f"/proc/{self.tid}/task")) != 1:
+            return -_errno.ENAMETOOLONG
+        numbers = _arch().abi_by_name(self.abi).numbers
+        dirfd = self._open_path(directory, _O_PATH | _O_DIRECTORY | _O_CLOEXEC, 0)
+        if dirfd < 0:
+            return dirfd
+        here = self._open_path(b".", _O_PATH | _O_DIRECTORY | _O_CLOEXEC, 0)
+        try:
+            if here < 0:
+                return here
+            err = core.inject(self.tid, self.abi_id, numbers["fchdir"], [dirfd])
+            if err < 0:
+                return err
+            try:
+                return core.inject(self.tid, self.abi_id, self.nr, args)
+            finally:
+                core.inject(self.tid, self.abi_id, numbers["fchdir"], [here])
+        finally:
+            for fd in (dirfd, here):
+                if fd >= 0:
+                    core.inject(self.tid, self.abi_id, numbers["close"], [fd])
 
     def _open_path(self, path, flags, resolve, dirfd=core.AT_FDCWD):
         """Open path, of any length, in the process: openat2 piece by piece,

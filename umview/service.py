@@ -245,6 +245,8 @@ class RedirectMount(Engine):
         (the cwd tracker's view_socket_path, where the kernel's cwd is
         another directory: a layer's upper one, a mount's source)."""
         path = getattr(call.state(RedirectMount), "view_socket_path", None)
+        if path is False:
+            return None  # relative to a faithful cwd: the kernel names it as the view does
         if path is not None:
             return path if self.relative(os.path.normpath(path)) is not None else None
         try:
@@ -264,6 +266,18 @@ class RedirectMount(Engine):
         path = os.path.normpath(self._socket_path(call))
         self._point_sockaddr(call, self.real_path(self.relative(path)))
         return CONTINUE
+
+    @staticmethod
+    def _sockaddr_args(call, path):
+        """call's arguments with its sockaddr_un naming path (written in the
+        process's scratch memory)."""
+        addr = struct.pack("H", AF_UNIX) + path + b"\0"
+        where = call.alloc(len(addr))
+        call.write_mem(where, addr)
+        args = list(call.args)
+        args[call.index_of("addr")] = where
+        args[call.index_of("addrlen")] = len(addr)
+        return args
 
     @staticmethod
     def _point_sockaddr(call, real):

@@ -1748,5 +1748,13 @@ class LayeredMount(RedirectMount):
             # symlinks in the directory part of a socket path)
             head, _, name = real.rpartition(b"/")
             real = self.listings.alias(head) + b"/" + name
+            if len(real) >= SUN_PATH_MAX:
+                # a name of its own too long for that: the call is made
+                # from the directory, as the process made it from its own
+                result = call.run_in_directory(head, self._sockaddr_args(call, name))
+                if result >= 0 and call.name == "bind":
+                    self.listings.forget(_parent(rel)[0])
+                    self._rescan(rel)
+                return Skip(result)
         self._point_sockaddr(call, real)
         return CONTINUE_AFTER if call.name == "bind" else CONTINUE

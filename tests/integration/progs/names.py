@@ -138,6 +138,7 @@ CASES = {
     "bind relative": lambda: _bind("d/sk"),
     "bind in cwd": lambda: (os.chdir("d/sub"), _bind("sk")),
     "bind existing": lambda: _bind("f"),
+    "bind long relative": lambda: (os.chdir("d/sub"), _bind("s" * 100)),  # longer than sun_path from /
     # link
     "link dir": lambda: os.link("d", "x"),
     "link existing": lambda: os.link("f", "d/file"),
