@@ -279,16 +279,14 @@ class RedirectMount(Engine):
         args[call.index_of("addrlen")] = len(addr)
         return args
 
-    @staticmethod
-    def _point_sockaddr(call, real):
+    @classmethod
+    def _point_sockaddr(cls, call, real):
         """Make the call's sockaddr_un name the real path."""
         if len(real) >= SUN_PATH_MAX:
             raise OSError(errno.ENAMETOOLONG, "socket path too long once redirected")
-        addr = struct.pack("H", AF_UNIX) + real + b"\0"
-        where = call.alloc(len(addr))
-        call.write_mem(where, addr)
-        call.set_arg("addr", where)
-        call.set_arg("addrlen", len(addr))
+        args = cls._sockaddr_args(call, real)
+        for name in ("addr", "addrlen"):
+            call.set_arg(name, args[call.index_of(name)])
 
 
 def realize(mounts, path):

@@ -1320,11 +1320,7 @@ class LayeredMount(RedirectMount):
             # no such directory in the view: the kernel says ENOENT or ENOTDIR
             self._set(call, index, node.real, raw)
             return None
-        # mincow: made in place where the lower directory shows through and
-        # the user may write it, whether or not the upper layer has the
-        # directory too (the mount's root always has one)
-        if in_place and self.layers.mode == "mincow" and pnode.lower is not None and not node.hidden \
-                and longpath.access(self.layers.low(parent), os.W_OK | os.X_OK):
+        if in_place and self._made_in_place(node, pnode):
             self._set(call, index, self.layers.low(rel) + (b"/" if raw.endswith(b"/") else b""), raw)
             st.refresh.append(rel)
             return node
@@ -1335,6 +1331,14 @@ class LayeredMount(RedirectMount):
         st.refresh.append(rel)
         self._set(call, index, self.layers.up(rel) + (b"/" if raw.endswith(b"/") else b""), raw)
         return node
+
+    def _made_in_place(self, node, pnode):
+        """mincow: is a new name node made in the lower directory pnode?
+        Where that directory shows through and the user may write it,
+        whether or not the upper layer has the directory too (the mount's
+        root always has one)."""
+        return self.layers.mode == "mincow" and pnode.lower is not None and not node.hidden \
+            and longpath.access(self.layers.low(pnode.rel), os.W_OK | os.X_OK)
 
     def _after_made(self, rel):
         # a directory made where a lower one was removed must not show it again
@@ -1733,7 +1737,11 @@ class LayeredMount(RedirectMount):
             if node.exists:
                 raise OSError(errno.EADDRINUSE, os.strerror(errno.EADDRINUSE))
             parent, _ = _parent(rel)
-            if self._probe(call, parent).is_dir:
+            pnode = self._probe(call, parent)
+            if pnode.is_dir and self._made_in_place(node, pnode):
+                real = self.layers.low(rel)  # mincow, as _prepare_new makes names
+                call.state(self).refresh = [rel]
+            elif pnode.is_dir:
                 self.layers.ensure_dir(parent)
                 self.layers.unwhiteout(rel)
                 real = self.layers.up(rel)
