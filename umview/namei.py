@@ -46,11 +46,9 @@ def lookup(path, follow=True, directory=False):
 
 def parent_error(real):
     """The errno of the walk to the parent of real (filename_parentat), 0
-    if it is a directory and the last name is not too long."""
-    parent, last, _ = split(real)
-    if len(last) > NAME_MAX:
-        return errno.ENAMETOOLONG
-    return lookup(parent, directory=True)[0]
+    if it is a directory. The last name is not looked up: its length is
+    the file system's to refuse, when it looks it up."""
+    return lookup(split(real)[0], directory=True)[0]
 
 
 def create_error(real, want_dir=False):
@@ -62,6 +60,8 @@ def create_error(real, want_dir=False):
         return err
     if last_type(real) != "norm":
         return errno.EEXIST
+    if len(split(real)[1]) > NAME_MAX:
+        return errno.ENAMETOOLONG  # the lookup of the name (lookup_one_qstr_excl)
     if longpath.lexists(real.rstrip(b"/")):
         return errno.EEXIST
     if split(real)[2] and not want_dir:

@@ -116,14 +116,14 @@ class ReadOnlyMount(ViewfsMount):
                                   if path else errno.EROFS)
             return super().enter(call)
         if call.writes():
-            reals = self._reals(call)
-            if reals:
+            reals, bad = self._reals(call), readonly.unreadable(call)
+            if reals or bad and self.target == b"/":
                 flags = None
                 if call.name in OPENS:
                     flags = O_CREAT | O_WRONLY | O_TRUNC if call.name == "creat" else (
                         struct.unpack("Q", call.read_mem(call.raw("how"), 8))[0] if call.name == "openat2"
                         else call.flags)
-                err = readonly.refusal(call, reals, flags)
+                err = readonly.refusal(call, reals, flags, bad)
                 if err:
                     return Skip.errno(err)
         return CONTINUE if self.source == self.target else super().enter(call)

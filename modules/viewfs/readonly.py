@@ -32,12 +32,40 @@ def _special(st):
     return st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode))
 
 
-def refusal(call, reals, flags=None):
+def unreadable(call):
+    """{path slot: errno} for the file names of call the kernel cannot read
+    (getname: EFAULT, ENAMETOOLONG), "target" for a symlink's target: it
+    gives these errnos where it would look at the name."""
+    bad, slot = {}, 0
+    for a in call.spec.args if call.spec is not None else ():
+        key = slot if a.kind == "path" else "target"
+        if a.kind == "path":
+            slot += 1
+        elif not (a.kind == "str" and call.name in ("symlink", "symlinkat")):
+            continue
+        if not call.args[a.index]:
+            if a.kind != "path" or call.name not in ("utimensat", "utimensat_time64", "futimesat"):
+                bad[key] = errno.EFAULT  # (NULL names the dirfd's file there)
+            continue
+        try:
+            call.read_string(a.index)
+        except OSError as exc:
+            bad[key] = exc.errno
+    return bad
+
+
+def refusal(call, reals, flags=None, bad=None):
     """The errno a read-only file system gives call, whose path slots under
     it are reals ({slot: real path as written, made absolute}); 0 where it
-    allows the call. flags: an open's flags (creat's, openat2's read)."""
+    allows the call. flags: an open's flags (creat's, openat2's read); bad:
+    unreadable(call)."""
+    bad = bad or {}
     name = call.name
     names = call.spec.names if call.spec is not None else ()
+    if name in TRUNCATES:
+        bits = call.spec.by_name["length"].bits if "length" in call.spec.by_name else 64
+        if call.length >> (bits - 1) & 1:
+            return errno.EINVAL  # negative: do_sys_truncate says so before the lookup
     if name == "renameat2" and (call.flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT) or
                                 call.flags & (RENAME_NOREPLACE | RENAME_WHITEOUT) and call.flags & RENAME_EXCHANGE):
         return errno.EINVAL
@@ -45,35 +73,44 @@ def refusal(call, reals, flags=None):
         return errno.EINVAL
     if name == "unlinkat" and call.flags & ~AT_REMOVEDIR:
         return errno.EINVAL
+    if "target" in bad:
+        return bad["target"]  # do_symlinkat: the target first
+
+    def parent_error(slot):
+        return bad.get(slot) or (namei.parent_error(reals[slot]) if slot in reals else 0)
+
     if name in UNLINKS:
-        real = reals[0]
-        err = namei.parent_error(real)
-        if err:
-            return err
-        kind = namei.last_type(real)
+        err = parent_error(0)
+        if err or 0 not in reals:
+            return err or errno.EROFS
+        kind = namei.last_type(reals[0])
         if name == "rmdir" or name == "unlinkat" and call.flags & AT_REMOVEDIR:
             return {"dot": errno.EINVAL, "dotdot": errno.ENOTEMPTY, "root": errno.EBUSY}.get(kind, errno.EROFS)
         return errno.EISDIR if kind != "norm" else errno.EROFS
     if name in RENAMES:
         for slot in (0, 1):
-            if slot in reals:
-                err = namei.parent_error(reals[slot])
-                if err:
-                    return err
+            err = parent_error(slot)
+            if err:
+                return err
         if 0 in reals and namei.last_type(reals[0]) != "norm":
             return errno.EBUSY
         if 1 in reals and namei.last_type(reals[1]) != "norm":
             return errno.EEXIST if name == "renameat2" and call.flags & RENAME_NOREPLACE else errno.EBUSY
         return errno.EROFS
-    if name in LINKS and 0 in reals:
-        follow = name == "linkat" and call.flags & AT_SYMLINK_FOLLOW
-        _, _, trailing = namei.split(reals[0])
-        err, st = namei.lookup(reals[0], follow=follow or trailing, directory=trailing)
-        if err:
-            return err
+    if name in LINKS:
+        if 0 in bad:
+            return bad[0]
+        if 0 in reals:
+            follow = name == "linkat" and call.flags & AT_SYMLINK_FOLLOW
+            _, _, trailing = namei.split(reals[0])
+            err, st = namei.lookup(reals[0], follow=follow or trailing, directory=trailing)
+            if err:
+                return err
     if names:
         # filename_create: the walk, the last component, then the name
         # itself; the write access is taken last
+        if names[-1] in bad:
+            return bad[names[-1]]
         real = reals.get(names[-1])
         if real is None:
             return errno.EROFS
@@ -86,6 +123,8 @@ def refusal(call, reals, flags=None):
         if err:
             return err
         return errno.EADDRINUSE if longpath.lexists(real) else errno.EROFS
+    if bad:
+        return next(iter(bad.values()))
     real = next(iter(reals.values()), None)
     if real is None:
         return errno.EROFS
@@ -115,6 +154,8 @@ def _open_refusal(real, flags):
             return err
         if trailing:
             return errno.EISDIR
+        if len(last) > namei.NAME_MAX:
+            return errno.ENAMETOOLONG
         err, st = namei.lookup(real)
         if err == errno.ENOENT and not longpath.lexists(real):
             return errno.EROFS  # it would be made

@@ -68,6 +68,24 @@ def _bind(path):
         s.bind(path)
 
 
+def _libc(name, *args):
+    """A libc call with raw arguments (NULL paths, UTIME_OMIT), as the
+    kernel gets them."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if getattr(libc, name)(*args) < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+def _omit_both(path):
+    import ctypes
+
+    omit = (ctypes.c_long * 4)(0, (1 << 30) - 2, 0, (1 << 30) - 2)
+    _libc("utimensat", -100, path, omit, 0)
+
+
 def _open(path, flags):
     os.close(os.open(path, flags, 0o644))
 
@@ -139,6 +157,12 @@ CASES = {
     "bind in cwd": lambda: (os.chdir("d/sub"), _bind("sk")),
     "bind existing": lambda: _bind("f"),
     "bind long relative": lambda: (os.chdir("d/sub"), _bind("s" * 100)),  # longer than sun_path from /
+    # what the kernel checks before the names
+    "truncate negative": lambda: os.truncate("nope", -1),
+    "utimensat omits both": lambda: _omit_both(b"nope"),
+    "rename to null": lambda: _libc("rename", b"f", None),
+    "link missing to null": lambda: _libc("link", b"nope", None),
+    "symlink null target": lambda: _libc("symlink", None, b"x"),
     # link
     "link dir": lambda: os.link("d", "x"),
     "link existing": lambda: os.link("f", "d/file"),
