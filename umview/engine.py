@@ -615,11 +615,10 @@ class Call:
             return False
         word = 4 if self.abi == "i386" and self.name == "utimensat" else 8  # old_timespec32
         try:
-            data = self.read_mem(self.args[2], 4 * word)
+            data = self.read_mem(self.args[2], 4 * word)  # two (tv_sec, tv_nsec)
         except OSError:
             return False
-        nsec = [int.from_bytes(data[i * 2 * word + word:(i * 2 + 1) * word + word], "little") for i in (0, 1)]
-        return nsec == [_UTIME_OMIT, _UTIME_OMIT]
+        return all(int.from_bytes(data[at:at + word], "little") == _UTIME_OMIT for at in (word, 3 * word))
 
     def read_mem(self, addr, size):
         return core.read_mem(self.tid, addr, size)
@@ -719,9 +718,16 @@ class Call:
             raise OSError(_errno.ENAMETOOLONG, "path of PATH_MAX bytes or more")
         if raw.startswith(b"/") or not raw:
             return raw or None
+        base = self.base(slot)
+        return base.rstrip(b"/") + b"/" + raw if base is not None else None
+
+    def base(self, slot=0):
+        """The real path of the directory a relative path argument ``slot``
+        starts from (its dirfd's, or the cwd), as the kernel names it; None
+        if that is no directory path (a bad fd, a pipe)."""
         d = self.dirfd_indices[slot]
         base = core.proc_link(self.tid, core.AT_FDCWD if d is None else core.signed32(self.args[d]))
-        return base.rstrip(b"/") + b"/" + raw if base is not None and base.startswith(b"/") else None
+        return base if base is not None and base.startswith(b"/") else None
 
     def resolved(self, slot=0):
         """Path argument ``slot`` resolved (see ``paths``), or None."""
@@ -735,9 +741,8 @@ class Call:
         if path is None and raw:
             # relative to a directory whose path and this one make more than
             # the C core holds (PATH_MAX): the kernel takes it, so does the view
-            d = self.dirfd_indices[slot]
-            base = core.proc_link(self.tid, core.AT_FDCWD if d is None else core.signed32(self.args[d]))
-            if base is not None and base.startswith(b"/"):
+            base = self.base(slot)
+            if base is not None:
                 return _normalize(base + b"/" + raw)
         return path
 

@@ -139,9 +139,8 @@ class ReadOnlyMount(ViewfsMount):
             index = call.path_indices[slot]
             raw = call.read_string(index) if call.args[index] else b""
             if raw and not raw.startswith(b"/"):
-                d = call.dirfd_indices[slot]
-                base = core.proc_link(call.tid, core.AT_FDCWD if d is None else core.signed32(call.args[d]))
-                raw = base.rstrip(b"/") + b"/" + raw if base and base.startswith(b"/") else b""
+                base = call.base(slot)
+                raw = base.rstrip(b"/") + b"/" + raw if base is not None else b""
             lit = self.literal_relative(raw) if raw else None
             rel = lit if lit is not None else self.relative(path) + (b"/" if raw.endswith(b"/") else b"")
             out[slot] = self._real(rel)
