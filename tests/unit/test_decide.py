@@ -376,6 +376,10 @@ def upper_files():
     (FACCESSAT, b"/lay/f", None, os.W_OK, False),
     (NEWFSTATAT, b"/lay/dir/../f", None, 0, False),  # "..": the view's walk may differ from the lexical one
     (NEWFSTATAT, b"/lay/f/", None, 0, False),     # a trailing "/": ENOTDIR is the kernel's, via Python
+    (NEWFSTATAT, b"/lay/dir/.", None, 0, True),   # "." on an upper directory: the directory
+    (NEWFSTATAT, b".", b"/lay/dir", 0, True),     # stat(".") in a cwd the layer holds (make, gcc)
+    (NEWFSTATAT, b"/lay/./dir/./g", None, 0, True),  # a "." inside: the entry below shows a directory
+    (NEWFSTATAT, b"/lay/f/.", None, 0, False),    # "." on a file: ENOTDIR, the path as written
     (NEWFSTATAT, b"/lay/hidden/h", None, 0, False),  # below a hidden directory: Python's
     (NEWFSTATAT, b"/lay", None, 0, False),        # the mount point itself: its lower attributes
     (NEWFSTATAT, b"/lay/other", None, 0, False),  # not in the set: the kernel's, natively

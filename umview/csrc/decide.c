@@ -56,16 +56,6 @@ static int has_dotdot(const char *p)
     return 0;
 }
 
-/* Does a path have a "." or ".." component? */
-static int has_dots(const char *p)
-{
-    for (const char *c = p; (c = strchr(c, '.')) != NULL; c++)
-        if ((c == p || c[-1] == '/') && (c[1] == 0 || c[1] == '/' || (c[1] == '.' && (c[2] == 0 || c[2] == '/'))))
-            return 1;
-    return 0;
-}
-
-
 /* At equal length (one string given two kinds) the kind that sends more
  * calls to Python wins: plain, then kernel, then layered. */
 static int tie_rank(int kind)
@@ -446,15 +436,21 @@ static int climbs_through_view(const char *raw, size_t base_len)
     return 0;
 }
 
-/* Is the path of slot st one whose upper file or directory (UM_LAYER_FILE,
- * UM_LAYER_DIR) the kernel reaches from the upper layer as the view reaches
- * it? It has no trailing "/" and no "..": its lexical form is then the walk
- * of the view, whose directories down to an upper entry are all upper
- * directories (emulate.c's lookup there allows no symlink). */
-static int upper_literal(const struct um_decide_slot *st, const char *raw)
+/* Is the path of slot st (resolved: path, n bytes) one whose upper file or
+ * directory (UM_LAYER_FILE, UM_LAYER_DIR) the kernel reaches from the upper
+ * layer as the view reaches it? It has no trailing "/" and no "..": its
+ * lexical form is then the walk of the view, whose directories down to an
+ * upper entry are all upper directories (emulate.c's lookup there allows no
+ * symlink). A "." is walked as the directory before it, and emulate.c
+ * serves the lexical form, which drops it: inside the path the entry found
+ * below it shows that one is a directory; a last "." is taken only on an
+ * upper directory ("f/." on a file is ENOTDIR natively: Python's). */
+static int upper_literal(const struct um_decide_slot *st, const char *raw, const char *path, size_t n)
 {
-    size_t n = strlen(st->str);
-    return st->state == UM_SLOT_PATH && n > 0 && st->str[n - 1] != '/' && !has_dots(st->str) && raw[0] == '/';
+    size_t l = strlen(st->str);
+    int last_dot = l > 0 && st->str[l - 1] == '.' && (l == 1 || st->str[l - 2] == '/');
+    return st->state == UM_SLOT_PATH && l > 0 && st->str[l - 1] != '/' && !has_dotdot(st->str) && raw[0] == '/' &&
+           (!last_dot || layer_upper_dir(path, n));
 }
 
 /* Is the absolute path raw (as the process gave it) one whose real path
@@ -1108,7 +1104,7 @@ int um_decide(struct um_decide_in *in)
                 writes = call_writes(in, sc);
             if (writes || layer_hit(in->path[s], (size_t)n)) {
                 if (!writes && s == 0 && at >= 0 && prefix_upper[at] && (size_t)n > prefix_len[at] &&
-                    upper_literal(st, raw) && layer_upper(in->path[s], (size_t)n))
+                    upper_literal(st, raw, in->path[s], (size_t)n) && layer_upper(in->path[s], (size_t)n))
                     in->upper = at; /* the upper layer's, read: C may serve it there (emulate.c) */
                 else
                     python = 1;

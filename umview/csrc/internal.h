@@ -264,6 +264,7 @@ int layer_hides(int kind); /* does the kind send the path and all below it to Py
 /* is p an upper file or a merged directory (UM_LAYER_FILE, UM_LAYER_DIR)
  * with no hiding ancestor: a lookup there is one of the upper layer? */
 int layer_upper(const char *p, size_t n);
+int layer_upper_dir(const char *p, size_t n); /* an upper directory the view shows */
 /* Is the directory the lower layer has at p (n bytes) not what the view
  * shows there: p, or an ancestor, is HIDE or FILE in the layer set? */
 int layer_hides_dir(const char *p, size_t n);

@@ -205,3 +205,9 @@ int layer_upper(const char *p, size_t n)
     const struct layer_slot *e = layer_live ? layer_find(p, n) : NULL;
     return e && (e->kind == UM_LAYER_FILE || e->kind == UM_LAYER_DIR) && !ancestor_hides(p, n);
 }
+
+int layer_upper_dir(const char *p, size_t n)
+{
+    const struct layer_slot *e = layer_live ? layer_find(p, n) : NULL;
+    return e && e->kind == UM_LAYER_DIR && !ancestor_hides(p, n);
+}
