@@ -43,7 +43,7 @@ import logging
 import os
 import re
 
-from umview import core, fdpass
+from umview import core, fdpass, longpath
 from umview.core import lib
 from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip, _normalize, under_any
 from umview.pathwalk import dotted, plain_path, walk
@@ -397,7 +397,7 @@ class CwdTracker(Engine):
             return None
         script_real = self.realize(path)
         try:
-            with open(script_real, "rb") as f:
+            with open(longpath.open_regular(script_real), "rb") as f:
                 head = f.read(BINPRM_BUF_SIZE)
         except OSError:
             return None  # the kernel says why
@@ -912,7 +912,7 @@ def elf_interp(real):
     import struct
 
     try:
-        with open(real, "rb") as f:
+        with open(longpath.open_regular(real), "rb") as f:
             ident = f.read(64)
             if len(ident) < 52 or not ident.startswith(b"\x7fELF") or ident[5] not in (1, 2):
                 return None
@@ -954,7 +954,7 @@ def _takes_argv0(loader):
         st = os.stat(loader)
         key = (loader, st.st_mtime_ns, st.st_size)
         if key not in _ARGV0:
-            with open(loader, "rb") as f:
+            with open(longpath.open_regular(loader), "rb") as f:
                 _ARGV0[key] = b"--argv0" in f.read(8 << 20)
         return _ARGV0[key]
     except OSError:

@@ -36,7 +36,7 @@ import fcntl
 import os
 import stat
 
-from umview import layerfmt
+from umview import layerfmt, longpath
 
 #: the xattr the cow engine sets on the copy of a lower file it renames
 ORIGIN_XATTR = "user.umview.origin"
@@ -104,7 +104,7 @@ def _origin(path):
 def _same_bytes(a, b):
     """Do two files of the same size hold the same bytes? (unreadable: no)"""
     try:
-        with open(a, "rb") as fa, open(b, "rb") as fb:
+        with open(longpath.open_regular(a), "rb") as fa, open(longpath.open_regular(b), "rb") as fb:
             while True:
                 x, y = fa.read(1 << 20), fb.read(1 << 20)
                 if x != y:

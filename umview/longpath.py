@@ -138,6 +138,25 @@ def open_(path, flags, mode=0o777):
         return os.open(name, flags, mode, dir_fd=fd)
 
 
+def open_regular(path, flags=os.O_RDONLY, devices=False):
+    """An fd (flags, close-on-exec) of the regular file path, to read what
+    the view names (a script's #! line, an ELF header, a lower file to copy
+    up, an image): OSError EACCES, as an exec answers, for anything else.
+    The monitor must never wait on a file of the view: an open of a FIFO
+    waits for a writer, a device's open may act or wait, so the file is
+    looked up O_PATH, checked, and reopened through its fd, which keeps the
+    inode checked (a swap of the name meanwhile changes nothing). With
+    devices, a block device is taken too (an image on a disk)."""
+    pfd = open_(path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(pfd).st_mode
+        if not (stat.S_ISREG(mode) or (devices and stat.S_ISBLK(mode))):
+            raise OSError(errno.EACCES, "not a regular file", path)
+        return os.open(f"/proc/self/fd/{pfd}", flags | os.O_CLOEXEC | os.O_NOCTTY)
+    finally:
+        os.close(pfd)
+
+
 @contextlib.contextmanager
 def scandir(path):
     """os.scandir of a directory of any length (a context manager): its

@@ -35,7 +35,7 @@ import re
 import shutil
 import stat
 
-from umview import core, fdpass, pathwalk
+from umview import core, fdpass, longpath, pathwalk
 from umview.engine import CONTINUE, Engine, Skip
 from umview.service import Module, RedirectMount
 
@@ -70,7 +70,7 @@ KERNEL_TYPES = ("tmpfs",)
 def detect_type(path):
     """The filesystem type of an image or archive from its first bytes, or None."""
     try:
-        with open(path, "rb") as f:
+        with open(longpath.open_regular(path, devices=True), "rb") as f:
             head = f.read(36 * 1024)
     except OSError:
         return None

@@ -499,7 +499,7 @@ class Layers:
                 tmp = False
             try:
                 if low is not None:
-                    src_fd = longpath.open_(low, os.O_RDONLY | os.O_CLOEXEC)
+                    src_fd = longpath.open_regular(low)
                     with open(src_fd, "rb") as src, open(fd, "wb", closefd=False) as dst:
                         shutil.copyfileobj(src, dst, 1 << 20)
                 if self.root:

@@ -429,3 +429,50 @@ def test_the_layer_directory_is_not_reachable_from_inside(victim_dirs, user):
         shutil.rmtree(tmp, ignore_errors=True)
     assert out == b"done\n", (out + err).decode(errors="replace")
     assert not os.path.exists(vdir + "/made-inside") and not os.path.lexists(vdir + "/link")
+
+
+# exec of a FIFO, and of a script whose interpreter is one: natively EACCES
+# at once (the kernel opens neither); the monitor looks at what an exec runs
+# (a #! line, an ELF loader) and must not wait for a writer as an open for
+# reading would
+EXEC_FIFO = r'''
+import errno, os, sys
+fifo, script = sys.argv[1], sys.argv[2]
+for path in (fifo, script):
+    try:
+        os.execv(path, [path])
+    except OSError as e:
+        print(errno.errorcode.get(e.errno, e.errno))
+'''
+
+
+@pytest.mark.parametrize("notif", NOTIF)
+@pytest.mark.parametrize("user", USERS)
+@pytest.mark.parametrize("mode", ["sandbox", "unreal", "cow"])
+def test_an_exec_of_a_fifo_gets_the_kernels_errno_and_the_view_goes_on(victim_dirs, mode, user, notif):
+    need_user(user)
+    d = os.path.dirname(victim_dirs(user))
+    fifo, script = os.path.join(d, "fifo"), os.path.join(d, "script")
+    os.mkfifo(fifo, 0o755)
+    with open(script, "w") as f:
+        f.write(f"#!{fifo}\n")
+    os.chmod(script, 0o755)
+    if user != "root":
+        os.chown(fifo, NOBODY, NOBODY)
+        os.chown(script, NOBODY, NOBODY)
+    argv = ["/usr/bin/python3", "-c", EXEC_FIFO]
+    native = run(as_user(user, argv + [fifo, script]), timeout=60)
+    assert native.stdout == b"EACCES\nEACCES\n", _output(native)
+    if mode == "sandbox":
+        view = ["--sandbox", "--"] + argv + [fifo, script]
+    elif mode == "unreal":
+        view = ["-p", "unreal", "--"] + argv + ["/unreal" + fifo, "/unreal" + script]
+    else:
+        layer = os.path.join(d, "layer")  # removed with d
+        os.mkdir(layer)
+        if user != "root":
+            os.chown(layer, NOBODY, NOBODY)
+        view = ["-p", f"viewfs,mount={layer}:/:cow", "--"] + argv + [fifo, script]
+    viewed, _ = attempt(umview_for(user, *view), notif, "/nonexistent", timeout=30)
+    assert viewed is not None, "the view hung on the FIFO (killed)"
+    assert viewed.stdout == native.stdout, _output(viewed)

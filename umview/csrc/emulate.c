@@ -252,14 +252,17 @@ static int serve_open(const struct seccomp_notif *req, const struct lookup *lk, 
         return 0; /* a device, FIFO or socket: opening it may block or act */
     if (upper && S_ISDIR(st.st_mode))
         return 0; /* a merged directory: its listing is Python's */
-    int fd = open_at(lk, flags);
-    if (fd == -ELOOP || fd == -EXDEV || fd == -EINVAL || fd == -ENOSYS || fd == -EAGAIN)
+    /* O_NONBLOCK while the monitor opens it: a FIFO put at the name since
+     * the fstat would otherwise hold this thread until a writer came */
+    int fd = open_at(lk, flags | O_NONBLOCK);
+    if (fd == -ELOOP || fd == -EXDEV || fd == -EINVAL || fd == -ENOSYS || fd == -EAGAIN || fd == -ENXIO)
         return 0; /* changed meanwhile, or flags openat2 refuses and open ignores */
     if (fd < 0) {
         answer(req->id, fd);
         return 1;
     }
-    if (fstat(fd, &again) || again.st_dev != st.st_dev || again.st_ino != st.st_ino) {
+    if (fstat(fd, &again) || again.st_dev != st.st_dev || again.st_ino != st.st_ino ||
+        (!(flags & O_NONBLOCK) && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0)) {
         close(fd); /* replaced meanwhile */
         return 0;
     }
