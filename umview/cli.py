@@ -458,6 +458,7 @@ class Sandbox:
         from umview import janitor
 
         self.preset = preset
+        self.bounds = None  # what Landlock bounds, in words (Sandbox.landlock)
         self.keep = [os.path.realpath(k) for k in keep]
         # real paths: the engines rewrite to them, Landlock and
         # Call.run_anchored rely on them having no symlink
@@ -529,6 +530,7 @@ class Sandbox:
         from umview import landlock
 
         def without(why):
+            self.bounds = f"no Landlock ({why})"
             print(f"umview: warning: {why}: this sandbox runs without Landlock, and a process that races the "
                   "view on a path component can write a real file (docs/security.md)", file=sys.stderr)
 
@@ -538,10 +540,14 @@ class Sandbox:
         version = landlock.abi()
         if not version:
             return without("the kernel has no Landlock (landlock(7))")
+        # signals and abstract names stay inside (Linux 6.12); --sandbox=net
+        # keeps the host's abstract sockets (a session bus, an X server)
+        scoped = landlock.SCOPE_SIGNAL | (0 if self.preset == "net" else landlock.SCOPE_ABSTRACT_UNIX_SOCKET)
         try:
-            ruleset = landlock.Ruleset(version)
+            ruleset = landlock.Ruleset(version, scoped)
         except OSError as exc:
             return without(str(exc))
+        self.bounds = landlock.describe(version, ruleset.scoped)
         try:
             ruleset.allow(self.dir, landlock.TREE_WRITES)
             if self.preset != "ro" and not self.layer.startswith(self.dir + "/"):
@@ -643,7 +649,7 @@ def main(argv=None):
     try:
         result = run_view(args, command, sandbox)
         if report is not None and result[0] == "status":
-            write_report(report, sandbox.layer)
+            write_report(report, sandbox.layer, sandbox.bounds)
     finally:
         if sandbox is not None:
             sandbox.close()  # after the modules closed theirs (the listing directories)
@@ -695,9 +701,10 @@ def rootfs_cwd(args):
     return "/"
 
 
-def write_report(out, layer):
+def write_report(out, layer, bounds=None):
     """--report: what the layer changes in the real tree, as JSON to out
-    (closed unless stdout) and a summary on stderr."""
+    (closed unless stdout) and a summary on stderr, with what bounded the
+    sandbox (bounds: Sandbox.bounds)."""
     import json
 
     from umview import layerdiff
@@ -716,6 +723,8 @@ def write_report(out, layer):
     finally:
         if out is not sys.stdout:
             out.close()
+    if bounds:
+        print(f"umview: sandbox bounds: {bounds}", file=sys.stderr)
     print("umview: sandbox changes: " + layerdiff.summary(changes), file=sys.stderr)
 
 

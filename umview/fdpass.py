@@ -1,24 +1,32 @@
 """Putting a file descriptor the monitor holds into a tracee.
 
 Built on ``Call.inject`` (one system call run by the stopped caller, see
-docs/internals.md, "Injecting a call"). The monitor listens on an abstract
-AF_UNIX stream socket whose name holds its pid; into the caller it injects
+docs/internals.md, "Injecting a call"). Into the caller it injects
 
-    socket(AF_UNIX, SOCK_STREAM|SOCK_CLOEXEC, 0)      -> channel N
-    connect(N, <the monitor's name>)                  the monitor accepts it,
-                                                      checks SO_PEERCRED, and
-                                                      sends the fd (SCM_RIGHTS)
-    recvmsg(N, ..., MSG_CMSG_CLOEXEC if asked)        -> the fd, M
-    dup3(M, N, O_CLOEXEC if asked); close(M)          (with at=N: M lands on N)
-    or close(N)
+    socketpair(AF_UNIX, SOCK_STREAM|SOCK_CLOEXEC, 0)  -> channel A, B
+                                                      the monitor takes B
+                                                      (pidfd_getfd) and sends
+                                                      the fd on it (SCM_RIGHTS)
+    close(B)
+    recvmsg(A, ..., MSG_CMSG_CLOEXEC if asked)        -> the fd, M
+    dup3(M, A, O_CLOEXEC if asked); close(M)          (with at=lowest: M lands on A)
+    or close(A)
+
+The pair has no name: a sandbox whose Landlock domain scopes abstract
+sockets (a process inside cannot connect to a name a process outside
+bound) and a view with a network namespace of its own (vnet) pass fds
+alike. pidfd_getfd needs ptrace rights over the tracee, which its tracer
+has while the tracee is dumpable; for one that is not (a normal user's
+monitor, a process that made itself undumpable) the monitor listens on an
+abstract AF_UNIX name holding its pid instead, and the tracee connects to
+it (socket, connect, recvmsg, close), which needs its network namespace and
+no Landlock scope.
 
 Why not the others: pidfd_getfd run by the tracee needs ptrace rights over
 the monitor (a tracee running as nobody under a root monitor has none);
 SECCOMP_IOCTL_NOTIF_ADDFD works only while the call waits as a seccomp user
 notification: vnet uses it there (Call.complete_with_fd), and this module
-where the call is at a ptrace stop. An AF_UNIX connection only needs
-the tracee to share the monitor's network namespace for abstract names (see
-docs/modules.md, vnet, for what that leaves out).
+where the call is at a ptrace stop.
 
 The structures written into the tracee (msghdr, iovec, cmsghdr) are laid
 out for the call's ABI: 64-bit for x86_64, 32-bit for i386 and x32.
@@ -126,19 +134,29 @@ def _check(result, what):
 
 def give_fd(call, fd, cloexec=False, at=None):
     """Put a copy of the monitor's ``fd`` into the calling process of ``call``
-    (a Call at its entry; x86_64) and return its number there. ``at="lowest"``
-    puts it at the number the process would get from a call that makes a new
-    fd (socket, open): the lowest free one. ``cloexec`` sets FD_CLOEXEC on it.
+    (a Call at its entry) and return its number there. ``at="lowest"`` puts
+    it at the number the process would get from a call that makes a new fd
+    (socket, open): the lowest free one. ``cloexec`` sets FD_CLOEXEC on it.
     Raises OSError with the errno a step got in the tracee (EMFILE, ...)."""
-    listener, name = _listening()
-    chan = _check(call.inject("socket", AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), "socket")
+    pair = call.alloc(8)
+    _check(call.inject("socketpair", AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), "socketpair")
+    chan, other = struct.unpack("ii", call.read_mem(pair, 8))
     got = None
     try:
-        addr = struct.pack("H", AF_UNIX) + name
-        where = call.alloc(len(addr))
-        call.write_mem(where, addr)
-        _check(call.inject("connect", chan, where, len(addr)), "connect")
-        _send(listener, tgid_of(call.tid), fd)
+        try:
+            mine = take_fd(tgid_of(call.tid), other)
+        except OSError:
+            mine = None  # no ptrace rights over it (not dumpable): by name
+        if mine is not None:
+            try:
+                with socket.socket(fileno=mine) as end:
+                    socket.send_fds(end, [b"\0"], [fd])
+            finally:
+                call.inject("close", other)
+        else:
+            call.inject("close", other)
+            _connect_by_name(call, chan)
+            _send(_listening()[0], tgid_of(call.tid), fd)
         got = _receive(call, chan, cloexec)
         if at == "lowest":
             # the channel holds the lowest free number: the fd replaces it
@@ -151,6 +169,21 @@ def give_fd(call, fd, cloexec=False, at=None):
         raise
     finally:
         call.inject("close", chan)
+
+
+def _connect_by_name(call, chan):
+    """Make the tracee's end of the pair a new socket connected to the
+    monitor's abstract name (dup3 of the new socket over it)."""
+    _, name = _listening()
+    sock = _check(call.inject("socket", AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), "socket")
+    try:
+        addr = struct.pack("H", AF_UNIX) + name
+        where = call.alloc(len(addr))
+        call.write_mem(where, addr)
+        _check(call.inject("connect", sock, where, len(addr)), "connect")
+        _check(call.inject("dup3", sock, chan, O_CLOEXEC), "dup3")
+    finally:
+        call.inject("close", sock)
 
 
 def hand_over(call, fd, flags):

@@ -10,7 +10,11 @@ truncating it (ABI 3), making and removing names, moving them between
 directories (REFER, ABI 2). Reading, listing and executing are not
 restricted, nor are changes of metadata (chmod, chown, utimes, xattrs: not in
 Landlock's rights), opens of files that were open before, or anything outside
-file paths.
+file paths. Where the kernel has them (ABI 6, Linux 6.12), its scopes keep
+signals and connections to abstract AF_UNIX names inside the domain: a
+process of the sandbox can signal no process outside it (the monitor, its
+janitor and helpers included), nor reach a daemon listening on an abstract
+name (a session bus, an X server).
 
 The first process enforces the ruleset before its exec (um_set_landlock; a
 sandbox nested in a view: the process that asked for it, Ruleset.enforce);
@@ -33,6 +37,12 @@ REMOVE_DIR, REMOVE_FILE = 1 << 4, 1 << 5
 MAKE_CHAR, MAKE_DIR, MAKE_REG, MAKE_SOCK, MAKE_FIFO, MAKE_BLOCK, MAKE_SYM = (1 << b for b in range(6, 13))
 REFER = 1 << 13     # ABI 2
 TRUNCATE = 1 << 14  # ABI 3
+
+# scopes (ABI 6, Linux 6.12): what a process of the domain may not reach
+# outside it
+SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # connect/sendto to an abstract name bound outside
+SCOPE_SIGNAL = 1 << 1                # a signal to a process outside
+SCOPES = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
 
 #: writing to files that exist (devices, procfs files)
 FILE_WRITES = WRITE_FILE | TRUNCATE
@@ -64,17 +74,30 @@ def abi():
         return 0
 
 
+def describe(version, scoped):
+    """What a sandbox's ruleset bounds, in words (--report)."""
+    what = ["writes outside its directories"]
+    if scoped & SCOPE_SIGNAL:
+        what.append("signals to processes outside")
+    if scoped & SCOPE_ABSTRACT_UNIX_SOCKET:
+        what.append("abstract AF_UNIX names bound outside")
+    return f"Landlock ABI {version} refuses " + ", ".join(what)
+
+
 class Ruleset:
     """A ruleset handling the write rights of the kernel's ABI: what no rule
     allows is refused. fd is its file descriptor (close() it)."""
 
-    def __init__(self, version):
+    def __init__(self, version, scoped=0):
+        """scoped: SCOPE_* bits, kept where the kernel has them (ABI 6);
+        self.scoped says which it took."""
         if version < 2:
             # ABI 1 refuses every rename or link across directories
             raise OSError(f"Landlock ABI {version}: renames across directories would fail; "
                           "the sandbox wants ABI 2 (Linux 5.19)")
         self.handled = TREE_WRITES if version >= 3 else TREE_WRITES & ~TRUNCATE
-        attr = struct.pack("=QQQ", self.handled, 0, 0)
+        self.scoped = scoped & SCOPES if version >= 6 else 0
+        attr = struct.pack("=QQQ", self.handled, 0, self.scoped)
         self.fd = _syscall(SYS_create_ruleset, ctypes.c_char_p(attr), ctypes.c_size_t(len(attr)), 0)
 
     def allow(self, path, rights):
