@@ -19,6 +19,12 @@ normal user gets from them natively:
 - the machine: acct (accounting of every process into a file), swapon,
   swapoff, reboot, kexec_load, kexec_file_load, init_module, finit_module,
   delete_module;
+- what lets a process hold others up: userfaultfd, and opening
+  /dev/userfaultfd (EACCES), whose faults the process answers when it
+  likes (the monitor, reading a path in such a page, would wait with every
+  process of the view); fanotify_init, whose permission events hold every
+  open of the host's files until answered (EPERM, a normal user's errno for
+  them);
 - the monitor itself, for root (a normal user is kept out by the monitor
   not being dumpable; root's CAP_SYS_PTRACE outranks that): opening its
   /proc/PID/mem, environ, pagemap, map_files and fd (the seccomp listener:
@@ -74,6 +80,12 @@ MOUNTS = frozenset({"mount", "umount", "umount2", "pivot_root", "fsopen", "fspic
 ROOT = frozenset({"chroot", "setns"})
 MACHINE = frozenset({"acct", "swapon", "swapoff", "reboot", "kexec_load", "kexec_file_load",
                      "init_module", "finit_module", "delete_module"})
+# what lets a process hold others up: a page fault it answers (the monitor
+# reading a path there waits with every process of the view), a permission
+# event on the host's files that waits for its answer
+HOST = frozenset({"userfaultfd", "fanotify_init"})
+USERFAULTFD_DEV = b"/dev/userfaultfd"  # userfaultfd by an ioctl on this device
+OPEN_CALLS = frozenset({"open", "openat", "openat2", "creat"})
 # the calls that reach another process's memory or fds by its pid (argument 0)
 BY_PID = ("process_vm_readv", "process_vm_writev", "pidfd_open")
 # what a process may not open in the monitor's /proc/PID (or task/TID)
@@ -97,7 +109,7 @@ class Guard(Engine):
     name = "guard"
     description = "mount, chroot (unless the view serves it), setns (mount namespace), acct, swap, reboot, kexec, kernel modules: EPERM"
 
-    syscalls = MOUNTS | ROOT | MACHINE | MKNODS
+    syscalls = MOUNTS | ROOT | MACHINE | MKNODS | HOST
     # the C core hands it only the calls that write there (under /dev: not
     # the opens of existing character devices, FIFOs and sockets)
     layered_prefixes = READ_ONLY
@@ -110,7 +122,7 @@ class Guard(Engine):
         self.told = set()
         me = os.getpid()  # the monitor's
         self.proc = b"/proc/%d" % me
-        self.prefixes = (self.proc,)
+        self.prefixes = (self.proc, USERFAULTFD_DEV)
         self.path_syscalls = PATH_SYSCALLS
         self.monitor_file = re.compile(re.escape(self.proc) + b"/" + MONITOR_FILES + rb"\Z", re.S)
         self.value_syscalls = {name: (0, frozenset({me})) for name in BY_PID}
@@ -141,7 +153,13 @@ class Guard(Engine):
         if call.name in BY_PID:
             return call.args[0] & 0xFFFFFFFF == int(self.proc[6:])
         return (any(p is not None and self.monitor_file.match(p) for p in call.paths()) or self._mem_write(call)
-                or self._pseudo(call) is not None)
+                or self._uffd_dev(call) or self._pseudo(call) is not None)
+
+    @staticmethod
+    def _uffd_dev(call):
+        """Does the call open /dev/userfaultfd (any flags: its ioctl makes a
+        userfaultfd whatever the fd's mode)?"""
+        return call.name in OPEN_CALLS and USERFAULTFD_DEV in call.paths()
 
     @staticmethod
     def _pseudo(call):
@@ -201,6 +219,12 @@ class Guard(Engine):
                 log.warning("guard: %s of %s refused (%s): the sandbox keeps /proc/sys, /sys and /dev as they "
                             "are (docs/security.md)", name, call.paths()[0], errno.errorcode[pseudo])
             return Skip.errno(pseudo)
+        if name not in self.syscalls and self._uffd_dev(call):
+            if "uffd-dev" not in self.told:
+                self.told.add("uffd-dev")
+                log.warning("guard: opening /dev/userfaultfd refused (EACCES): a fault it leaves unanswered "
+                            "would stall the view (docs/security.md)")
+            return Skip.errno(errno.EACCES)
         if name not in self.syscalls and self._mem_write(call):
             if "mem" not in self.told:
                 self.told.add("mem")
@@ -218,8 +242,9 @@ class Guard(Engine):
             return CONTINUE
         if name not in self.told:
             self.told.add(name)
-            log.warning("guard: %s refused (EPERM): it would act outside the view's paths "
-                        "(docs/security.md)", name)
+            log.warning("guard: %s refused (EPERM): it would %s (docs/security.md)", name,
+                        "let a process hold up the view or the host's files" if name in HOST
+                        else "act outside the view's paths")
         return Skip.errno(errno.EPERM)
 
     def _mknod(self, call):
