@@ -1,5 +1,7 @@
 /* spawn.c - spawning the first process, attaching, the listener set-up */
 #include "internal.h"
+#include <pthread.h>
+#include <time.h>
 
 /* ------------------------------------------------------------------ */
 /* spawning                                                            */
@@ -15,6 +17,58 @@ static const int passed_signals[] = {SIGINT,  SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU
 #define NPASSED (int)(sizeof passed_signals / sizeof passed_signals[0])
 static struct sigaction saved_actions[NPASSED];
 
+/* The end a SIGTERM or SIGINT sent to umview promises, whatever the view's
+ * processes do with it (ignore it, handle it for long, or hold the monitor
+ * up): term_grace seconds after the first such signal, every process the
+ * monitor traces is killed, and if the monitor has still not ended
+ * TERM_LAST seconds later (stuck in a call a tracee's death does not end),
+ * it kills itself (the janitor and PTRACE_O_EXITKILL then clean up). The
+ * timer's function runs on a thread of its own (SIGEV_THREAD), not on the
+ * main thread, which may be the one stuck. A signal of the terminal
+ * (Ctrl-C: SI_KERNEL) reached the view's foreground processes itself and
+ * starts no clock: an interactive shell in the view lives on. */
+#define TERM_GRACE 10 /* seconds; UMVIEW_TERM_GRACE overrides */
+#define TERM_LAST 5
+static timer_t term_timer;
+static volatile sig_atomic_t term_armed = -1; /* -1 no timer, 0 idle, 1 counting */
+static int term_grace = TERM_GRACE;
+
+static void kill_tracees(void)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return;
+    pid_t me = getpid();
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        pid_t pid = (pid_t)atoi(e->d_name);
+        if (pid > 0 && pid != me && status_field(pid, "TracerPid", 0) == me)
+            kill(pid, SIGKILL);
+    }
+    closedir(d);
+}
+
+static void term_deadline(union sigval v)
+{
+    (void)v;
+    static const char msg[] = "umview: the view did not end within its grace time after SIGTERM/SIGINT: "
+                              "its processes are killed\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    kill_tracees();
+    sleep(TERM_LAST);
+    kill(getpid(), SIGKILL);
+}
+
+static void arm_term_deadline(void)
+{
+    if (term_armed != 0)
+        return;
+    term_armed = 1;
+    struct itimerspec its = {{0, 0}, {term_grace, 0}};
+    timer_settime(term_timer, 0, &its, NULL); /* async-signal-safe */
+}
+
 static void pass_signal(int sig, siginfo_t *info, void *uc)
 {
     (void)uc;
@@ -22,10 +76,66 @@ static void pass_signal(int sig, siginfo_t *info, void *uc)
         return;
     if (first_pid > 0)
         kill(first_pid, sig);
+    if (sig == SIGTERM || sig == SIGINT)
+        arm_term_deadline();
+}
+
+/* A thread that waits for the passed signals (sigtimedwait, waking once a
+ * second): a signal sent to umview while the main thread waits in a call
+ * that only SIGKILL ends (reading a tracee's page that a userfaultfd holds)
+ * stays pending for the process, and this thread takes it, running
+ * pass_signal here. SIGCHLD is
+ * blocked in it from its start: taken here, the loop's signalfd would
+ * miss it. */
+static void *signal_watch(void *arg)
+{
+    (void)arg;
+    sigset_t set;
+    sigemptyset(&set);
+    for (int i = 0; i < NPASSED; i++)
+        sigaddset(&set, passed_signals[i]);
+    struct timespec second = {1, 0};
+    for (;;) {
+        siginfo_t info;
+        int sig = sigtimedwait(&set, &info, &second);
+        if (sig > 0) {
+            struct sigaction now;
+            if (sigaction(sig, NULL, &now) == 0 && (now.sa_flags & SA_SIGINFO) && now.sa_sigaction == pass_signal)
+                pass_signal(sig, &info, NULL);
+            else if (now.sa_handler != SIG_IGN)
+                kill(getpid(), sig); /* not ours (restored at the end): as it would have been */
+        }
+    }
+    return NULL;
 }
 
 static void install_signal_passing(void)
 {
+    static int watching;
+    if (!watching) {
+        pthread_t t;
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&a, 64 * 1024);
+        sigset_t chld, old;
+        sigemptyset(&chld);
+        sigaddset(&chld, SIGCHLD);
+        pthread_sigmask(SIG_BLOCK, &chld, &old); /* inherited: the thread never takes a SIGCHLD */
+        watching = pthread_create(&t, &a, signal_watch, NULL) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&a);
+    }
+    if (term_armed < 0) {
+        struct sigevent ev = {0};
+        ev.sigev_notify = SIGEV_THREAD;
+        ev.sigev_notify_function = term_deadline;
+        if (timer_create(CLOCK_MONOTONIC, &ev, &term_timer) == 0)
+            term_armed = 0;
+        const char *g = getenv("UMVIEW_TERM_GRACE");
+        if (g && atoi(g) > 0)
+            term_grace = atoi(g);
+    }
     for (int i = 0; i < NPASSED; i++) {
         struct sigaction sa = {0};
         sa.sa_sigaction = pass_signal;
