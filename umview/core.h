@@ -165,6 +165,7 @@ struct um_stats {
     uint64_t own_trace;       /* seccomp stops of a RET_TRACE of the process's own filter
                                * (without an inner tracer: failed with ENOSYS) */
     uint64_t pinned;          /* calls let through with their paths pinned (pin.c) */
+    uint64_t owned_pages;     /* path strings in a private file mapping made the process's own (pin.c) */
     uint64_t regions;         /* regions mapped for pinned paths (one per memory that needed one) */
     uint64_t served;          /* calls under a move mount that C served itself (emulate.c) */
     uint64_t served_fallback; /* ... that it looked at and left to Python (a symlink on the
@@ -404,8 +405,14 @@ int um_set_comm(int tid, const char *name);
  * Python holds) is made to read into page `page` (0-3) of tid's slot of its
  * pinned-path region, read-only for the process (pin.c; the region is mapped
  * by an injected mmap the first time): its address, 0 if tid's memory has no
- * other user (the stack will do), or -errno. */
-int64_t um_pin_string(int tid, int abi, int page, const char *data, int len);
+ * other user and `at` (where the string lies, or would: 0 not known) is
+ * memory no other process can change (the stack will do), or -errno. */
+int64_t um_pin_string(int tid, int abi, int page, const char *data, int len, uint64_t at);
+/* Is the string data (len bytes, without its NUL) at addr in tid's memory
+ * where another process may change it before the kernel reads it (a
+ * shared mapping, memory not known)? A private file mapping is made the
+ * process's own first (written back through /proc/PID/mem): then 0 (pin.c). */
+int um_changeable(int tid, uint64_t addr, const char *data, int len);
 /* Does tid's memory have another user (a thread, a CLONE_VM process), or
  * is that not known? Then its paths are pinned (pin.c). */
 int um_mm_shared(int tid);

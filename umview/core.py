@@ -50,12 +50,20 @@ def write_mem(tid, addr, data):
         raise OSError(errno.EFAULT, os.strerror(errno.EFAULT))
 
 
-def pin_string(tid, abi_id, page, data):
+def pin_string(tid, abi_id, page, data, at=0):
     """Copy data (a path, without its NUL) into page ``page`` of the thread's
     slot of the read-only region for pinned paths (um_pin_string): its
-    address, or 0 if its memory has no other user (then the stack will do).
-    The thread must be at the stop Python holds."""
-    return check(lib.um_pin_string(tid, abi_id, page, data, len(data)))
+    address, or 0 if its memory has no other user and ``at`` (where the
+    string lies, or where the stack would take it) is memory no other
+    process can change (then it will do). The thread must be at the stop
+    Python holds."""
+    return check(lib.um_pin_string(tid, abi_id, page, data, len(data), at))
+
+
+def changeable(tid, addr, data):
+    """Could another process change the string data (a path, without its
+    NUL) at addr in tid's memory before the kernel reads it (um_changeable)?"""
+    return bool(lib.um_changeable(tid, addr, data, len(data)))
 
 
 _PATH_MAX = 4096

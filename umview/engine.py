@@ -395,12 +395,26 @@ class Call:
             addr &= 0xFFFFFFFF
         self._strings[index] = (addr, 4096, value)
 
+    def paths_changeable(self):
+        """Does a path argument the engines read (and none rewrote) lie where
+        another process could change it before the kernel reads it again
+        (core.changeable: a shared mapping; a private one of a file is made
+        the process's own)?"""
+        for index in self.path_indices:
+            hit = self._strings.get(index)
+            if hit is None or isinstance(hit[2], OSError) or self.args[index] != self.orig_args[index]:
+                continue
+            if core.changeable(self.tid, hit[0], hit[2]):
+                return True
+        return False
+
     def pin_paths(self):
         """Make each path argument the engines read (and none rewrote) point
         at a copy of what they read, in memory the process cannot write
-        (um_pin_string), if another thread of execution shares its memory:
-        the kernel then reads what was decided on. The argument registers
-        are put back at the call's exit."""
+        (um_pin_string), if another thread of execution shares its memory
+        or the string lies where another process can change it (a shared
+        mapping): the kernel then reads what was decided on. The argument
+        registers are put back at the call's exit."""
         if self.notified:
             return
         for index in self.path_indices:
@@ -409,9 +423,9 @@ class Call:
                 continue
             if self.args[index] != self.orig_args[index]:
                 continue  # rewritten (set_string pinned it)
-            pinned = core.pin_string(self.tid, self.abi_id, self._pinned_pages, hit[2])
+            pinned = core.pin_string(self.tid, self.abi_id, self._pinned_pages, hit[2], hit[0])
             if not pinned:
-                return  # no other user of its memory
+                continue  # no other user of its memory, and the string lies in the process's own
             self._pinned_pages += 1
             self.args[index] = pinned
             self._strings[index] = (pinned, hit[1], hit[2])
@@ -585,7 +599,7 @@ class Call:
         other thread can change it before the kernel reads it: page ``page``
         of the thread's pinned slot, or the stack if no other thread shares
         its memory."""
-        addr = core.pin_string(self.tid, self.abi_id, page, data)
+        addr = core.pin_string(self.tid, self.abi_id, page, data, self._below(len(data) + 1))
         if not addr:
             addr = self.alloc(len(data) + 1)
             self.write_mem(addr, data + b"\0")
@@ -626,6 +640,13 @@ class Call:
     def write_mem(self, addr, data):
         core.write_mem(self.tid, addr, data)
 
+    def _below(self, size):
+        """Where alloc(size) would place its memory (0 if it could not): a
+        stack pointer the process set into a shared mapping makes that
+        memory another process's to change (core.pin_string checks)."""
+        start = (self._scratch - size) & ~15
+        return start if 0 < start and self.sp - start <= _SCRATCH_LIMIT else 0
+
     def alloc(self, size):
         """Scratch memory in the tracee, valid until this call returns."""
         self._need_stop("alloc")
@@ -648,7 +669,7 @@ class Call:
         if len(value) < 4096 and self._pinned_pages < _PIN_PAGES:
             # where another thread sharing the memory cannot change it before
             # the kernel reads it (0: no such thread, the stack will do)
-            addr = core.pin_string(self.tid, self.abi_id, self._pinned_pages, value)
+            addr = core.pin_string(self.tid, self.abi_id, self._pinned_pages, value, self._below(len(value) + 1))
             if addr:
                 self._pinned_pages += 1
         if not addr:

@@ -632,8 +632,8 @@ class Stats:
     FIELDS = ("stops", "seccomp_stops", "exit_stops", "fast_continue", "python_events", "skipped",
               "rewritten", "path_reads", "refused", "signals", "group_stops", "processes",
               "notifications", "layer_walks", "injected", "inject_failed", "notif_events", "addfd",
-              "decided_once", "notif_stale", "write_failed", "own_trace", "pinned", "regions", "served",
-              "served_fallback")
+              "decided_once", "notif_stale", "write_failed", "own_trace", "pinned", "owned_pages", "regions",
+              "served", "served_fallback")
 
     TOP = 12  # calls listed by format()
 
@@ -685,7 +685,9 @@ class Stats:
                 f"    resumed by C, no Python     {self.fast_continue}",
                 f"    refused (ENOSYS/EACCES) by C {self.refused}",
                 f"    run with pinned paths       {self.pinned}"
-                + (f" ({self.regions} regions mapped)" if self.regions else ""),
+                + (f" ({self.regions} regions mapped)" if self.regions else "")
+                + (f"; {self.owned_pages} strings in a file's pages made the process's own" if self.owned_pages
+                   else ""),
                 f"    served by C on a real path  {self.served}"
                 + (f" ({self.served_fallback} looked at, left to Python)" if self.served_fallback else ""),
                 f"    answered by Python          {self.notif_events}"
@@ -1020,7 +1022,8 @@ class Monitor:
                 call = self._call(ev)
                 call.notified = True
                 ev.reply, ev.rval, _ = self.dispatcher.enter(call)
-                if ev.reply == lib.UM_REPLY_CONTINUE and call.path_indices and lib.um_mm_shared(ev.tid):
+                if ev.reply == lib.UM_REPLY_CONTINUE and call.path_indices and (
+                        lib.um_mm_shared(ev.tid) or call.paths_changeable()):
                     # its paths must be pinned (Call.pin_paths): at a ptrace stop
                     ev.reply = lib.UM_REPLY_REDIRECT
             elif kind == lib.UM_EV_SYSCALL_EXIT:

@@ -162,6 +162,7 @@ struct um_thread {
                                * (shared, counted; OWN_UNKNOWN: some the monitor did not see) */
     struct own_filter *own_pending; /* one it is installing, kept at the call's exit stop */
     int mm;                   /* its memory (pin.c): 0 not known */
+    unsigned mm_gen;          /* changes with mm (each new memory, exec): what a /proc/TID/maps fd was opened on */
     int slot;                 /* its slot in that memory's region, + 1; 0 none yet */
     unsigned pinned : 1;      /* its call runs pinned: pin_args go back at the exit stop */
     int pin_abi;

@@ -52,6 +52,7 @@ struct um_mm {
 
 static struct um_mm *mms; /* [0] unused: mm 0 is "not known" */
 static int nmms, free_mm;
+static unsigned mm_generation;
 
 static int mm_alloc(void)
 {
@@ -94,6 +95,7 @@ static void mm_leave_unlocked(pid_t tid)
         }
     }
     t->mm = t->slot = 0;
+    t->mm_gen = ++mm_generation;
 }
 
 void mm_leave(pid_t tid)
@@ -107,6 +109,7 @@ static void mm_new_unlocked(pid_t tid)
 {
     mm_leave(tid);
     thr(tid)->mm = mm_alloc();
+    thr(tid)->mm_gen = ++mm_generation;
 }
 
 void mm_new(pid_t tid)
@@ -127,11 +130,13 @@ static void mm_child_unlocked(pid_t child, pid_t parent, int shares)
     if (shares) {
         pm->users++;
         thr(child)->mm = thr(parent)->mm;
+        thr(child)->mm_gen = thr(parent)->mm_gen;
         return;
     }
     uint64_t region = pm->region;
     int id = mm_alloc();
     thr(child)->mm = id;
+    thr(child)->mm_gen = ++mm_generation;
     if (id)
         mms[id].region = region;
 }
@@ -400,22 +405,34 @@ static int write_pinned(pid_t tid, uint64_t addr, const void *data, size_t len)
     return n == (ssize_t)len ? 0 : n < 0 ? -(errno == EIO ? EFAULT : errno) : -EIO;
 }
 
-int64_t um_pin_string(int tid, int abi, int page, const char *data, int len)
+int64_t um_pin_string(int tid, int abi, int page, const char *data, int len, uint64_t at)
 {
     if (tid <= 0 || tid != cur_tid || abi < 0 || abi >= UM_NABI || page < 0 || page >= REGION_PAGES || len < 0 ||
         len >= PAGE)
         return -EINVAL;
-    if (!mm_shared(tid))
-        return 0; /* no other thread of execution: the stack will do */
-    int err = 0;
-    uint64_t at = slot_page(tid, abi, page, &err);
-    if (!at)
-        return err;
     char buf[PAGE];
     memcpy(buf, data, (size_t)len);
     buf[len] = 0;
-    err = write_pinned(tid, at, buf, (size_t)len + 1);
-    return err ? err : (int64_t)at;
+    data = buf;
+    if (!mm_shared(tid) && !(at && changeable(tid, at, data, (size_t)len + 1)))
+        return 0; /* no other thread of execution, and at (the string, or where the stack would take
+                   * it) is the process's own memory: it will do */
+    int err = 0;
+    uint64_t slot = slot_page(tid, abi, page, &err);
+    if (!slot)
+        return err;
+    err = write_pinned(tid, slot, buf, (size_t)len + 1);
+    return err ? err : (int64_t)slot;
+}
+
+int um_changeable(int tid, uint64_t addr, const char *data, int len)
+{
+    char buf[PAGE];
+    if (tid <= 0 || len < 0 || len >= PAGE)
+        return 1;
+    memcpy(buf, data, (size_t)len);
+    buf[len] = 0;
+    return changeable(tid, addr, buf, (size_t)len + 1);
 }
 
 int region_poke_refused(pid_t tid, uint64_t addr, uint64_t len)
@@ -427,15 +444,180 @@ int region_poke_refused(pid_t tid, uint64_t addr, uint64_t len)
 /* pinning a call C lets through                                       */
 /* ------------------------------------------------------------------ */
 
-/* Must this call, decided UM_DECIDE_NATIVE, be pinned before it runs? */
+/* ------------------------------------------------------------------ */
+/* memory another process can change                                  */
+/* ------------------------------------------------------------------ */
+
+/* A process that shares its memory with no other thread still does not
+ * own every page of it: a file mapped MAP_SHARED (or shared anonymous
+ * memory, a memfd, System V shm) is written by any process that writes the
+ * file, and a private mapping of a file shows the file's bytes until the
+ * process writes the page. A path there can be flipped after the view
+ * looked at it. Which mapping holds an address: PROCMAP_QUERY on
+ * /proc/PID/maps (Linux 6.11; one ioctl, no text to parse). */
+struct um_procmap_query {
+    uint64_t size, query_flags, query_addr, vma_start, vma_end, vma_flags, vma_page_size, vma_offset, inode;
+    uint32_t dev_major, dev_minor, vma_name_size, build_id_size;
+    uint64_t vma_name_addr, build_id_addr;
+};
+#define UM_PROCMAP_QUERY _IOWR('f', 17, struct um_procmap_query)
+#define UM_PROCMAP_VMA_SHARED 0x08
+
+static int procmap_absent; /* ENOTTY seen: a kernel without PROCMAP_QUERY */
+
+/* /proc/TID/maps and /proc/TID/mem of the threads this monitor thread looked
+ * at last, by tid (each serving thread keeps its own: no lock). An fd stands
+ * for the memory it was opened on: after an exec, or for a tid used again,
+ * its calls fail (ESRCH) and it is opened anew. */
+#define PROC_CACHE 16
+static __thread struct { pid_t tid; unsigned gen; int maps, mem; } proc_fds[PROC_CACHE];
+
+static int proc_fd(pid_t tid, int mem, int fresh)
+{
+    __typeof__(proc_fds[0]) *e = &proc_fds[(unsigned)tid % PROC_CACHE];
+    unsigned gen = thr(tid)->mm_gen; /* a vfork child's fd, opened before its exec, names its parent's memory */
+    if (e->tid != tid || e->gen != gen || fresh) {
+        if (e->maps)
+            close(e->maps - 1);
+        if (e->mem)
+            close(e->mem - 1);
+        e->maps = e->mem = 0;
+        e->tid = tid;
+        e->gen = gen;
+    }
+    int *slot = mem ? &e->mem : &e->maps;
+    if (!*slot) {
+        char p[64];
+        snprintf(p, sizeof p, "/proc/%d/%s", tid, mem ? "mem" : "maps");
+        int fd = open(p, (mem ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+        if (fd < 0)
+            return -errno;
+        *slot = fd + 1;
+    }
+    return *slot - 1;
+}
+
+/* Where the bytes [addr, addr + len) of tid lie: MEM_OWN (anonymous private
+ * memory: only the process, stopped, writes it), MEM_FILE_PRIVATE (a
+ * private mapping of a file: its unwritten pages follow the file) or
+ * MEM_SHARED (shared, not mapped, or not known). */
+enum { MEM_OWN, MEM_FILE_PRIVATE, MEM_SHARED };
+
+static int memory_kind(pid_t tid, uint64_t addr, size_t len)
+{
+    if (procmap_absent)
+        return MEM_OWN; /* not known: as before this check (docs/security.md) */
+    int kind = MEM_OWN;
+    uint64_t end = addr + len;
+    for (int tries = 0; addr < end;) {
+        int fd = proc_fd(tid, 0, tries > 0);
+        if (fd < 0)
+            return MEM_SHARED;
+        struct um_procmap_query q;
+        memset(&q, 0, sizeof q);
+        q.size = sizeof q;
+        q.query_addr = addr;
+        if (ioctl(fd, UM_PROCMAP_QUERY, &q) != 0) {
+            if (errno == ENOTTY || errno == EINVAL) {
+                procmap_absent = errno == ENOTTY;
+                return procmap_absent ? MEM_OWN : MEM_SHARED;
+            }
+            if (errno == ESRCH && tries++ == 0)
+                continue; /* an fd of the memory before an exec: again */
+            return MEM_SHARED; /* ENOENT: not mapped (the kernel's EFAULT comes from its own read) */
+        }
+        if (q.vma_flags & UM_PROCMAP_VMA_SHARED)
+            return MEM_SHARED;
+        if (q.inode || q.dev_major || q.dev_minor)
+            kind = MEM_FILE_PRIVATE;
+        if (q.vma_end <= addr)
+            return MEM_SHARED;
+        addr = q.vma_end;
+    }
+    return kind;
+}
+
+/* Make the string data (len bytes with its NUL) at addr, in a private file
+ * mapping of tid, the process's own: written back through /proc/PID/mem,
+ * which copies each page it writes (copy-on-write, as a debugger's
+ * breakpoint does), so the file's later bytes no longer show there. 0, or
+ * -errno (a mapping that takes no copy: pin it). */
+static int own_pages(pid_t tid, uint64_t addr, const void *data, size_t len)
+{
+    for (int tries = 0; tries < 2; tries++) {
+        int fd = proc_fd(tid, 1, tries > 0);
+        if (fd < 0)
+            return fd;
+        ssize_t n = pwrite(fd, data, len, (off_t)addr);
+        if (n == (ssize_t)len)
+            return memory_kind(tid, addr, len) == MEM_SHARED ? -EAGAIN : 0;
+        if (n >= 0 || errno != ESRCH)
+            return -EIO;
+    }
+    return -ESRCH;
+}
+
+/* Is the string data (len bytes, its NUL included) at addr in tid's memory
+ * where another process can change it before the kernel reads it? A private
+ * file mapping is made the process's own here (own_pages): no. */
+int changeable(pid_t tid, uint64_t addr, const void *data, size_t len)
+{
+    switch (memory_kind(tid, addr, len)) {
+    case MEM_OWN:
+        return 0;
+    case MEM_FILE_PRIVATE:
+        if (own_pages(tid, addr, data, len) == 0) {
+            stats.owned_pages++;
+            return 0;
+        }
+        return 1;
+    default:
+        return 1;
+    }
+}
+
+/* Does a path C read for this call lie where another process can change it
+ * (changeable), or, for openat2, its struct open_how? */
+static int paths_changeable(pid_t tid, const struct um_decide_in *in)
+{
+    int abi = in->abi, sc = in->sc;
+    for (int s = 0; s < PATH_SLOTS; s++) {
+        const struct um_decide_slot *st = &in->slot[s];
+        if (st->state != UM_SLOT_PATH && st->state != UM_SLOT_EMPTY)
+            continue;
+        uint64_t addr = in->args[path_args[abi][sc][s].path];
+        if (abi == UM_ABI_I386)
+            addr &= 0xffffffffu;
+        const char *p = st->state == UM_SLOT_EMPTY ? "" : st->str;
+        if (changeable(tid, addr, p, strnlen(p, UM_PATH_BUF) + 1))
+            return 1;
+    }
+    if (write_kind[sc] == UM_WRITE_OPENHOW && in->how_readable) {
+        int a = write_arg[sc];
+        uint64_t size = in->args[a + 1];
+        if (size >= sizeof in->how_flags && size <= PAGE &&
+            memory_kind(tid, in->args[a], size) != MEM_OWN)
+            return 1; /* its flags: pinned with the paths (pin_call) */
+    }
+    return 0;
+}
+
+/* Must this call, decided UM_DECIDE_NATIVE, be pinned before it runs? When
+ * another thread shares its memory and it writes (the string may change
+ * under it), or when a path it names lies in memory another process can
+ * change, whatever it does. */
 int needs_pin(pid_t tid, const struct um_decide_in *in)
 {
-    if (in->sc < 0 || !(claim[in->abi][in->sc] & UM_CLAIM_PATH) || !mm_shared(tid))
+    if (in->sc < 0 || !(claim[in->abi][in->sc] & UM_CLAIM_PATH))
         return 0;
     int any = 0;
     for (int s = 0; s < PATH_SLOTS; s++)
         any |= in->slot[s].state == UM_SLOT_PATH || in->slot[s].state == UM_SLOT_EMPTY;
-    return any && decided_writes(in);
+    if (!any)
+        return 0;
+    if (mm_shared(tid) && decided_writes(in))
+        return 1;
+    return paths_changeable(tid, in);
 }
 
 /* Does tid resolve absolute paths from the monitor's root (no chroot)? */
