@@ -205,3 +205,21 @@ def need_user(user):
         pytest.skip("needs root (to run as root, or to switch to an unprivileged user)")
     if user != "root" and shutil.which("setpriv") is None:
         pytest.skip("needs setpriv to run as an unprivileged user")
+
+
+def processes_with_arg(arg):
+    """pids of live processes (not zombies) with `arg` as one of their arguments."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if arg in args and state != b"Z":
+            found.append(int(entry))
+    return found

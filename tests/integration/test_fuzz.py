@@ -181,6 +181,40 @@ def test_trinity_as_nobody_in_a_sandbox_changes_no_real_file(scratch, monitor):
     assert checksum(top) == before
 
 
+@pytest.mark.parametrize("seed, notif", [("4242", "notif-on"), ("7", "notif-off")])
+def test_trinity_with_a_fifo_among_its_victims_ends_by_itself(scratch, seed, notif):
+    """A FIFO among trinity's victim files: an exec of it made the monitor
+    open it for reading, and wait for a writer with every process of the
+    view (issue 28; seed 4242 hung 3 runs of 3). The run ends by itself,
+    changes no real file and leaves no process and no sandbox directory."""
+    top, victim, work = scratch
+    os.mkfifo(os.path.join(victim, "fifo"))
+    os.lchown(os.path.join(victim, "fifo"), NOBODY, NOBODY)
+    before = checksum(top)
+    others = {p[0] for p in marked_processes()}
+    tmp = tempfile.mkdtemp(prefix="umview-fuzz-tmp-", dir="/tmp")
+    os.chmod(tmp, 0o777)
+    env = dict(os.environ, TMPDIR=tmp)
+    env.pop("UMVIEW_NOTIF", None)
+    if notif == "notif-off":
+        env["UMVIEW_NOTIF"] = "0"
+    args = trinity_args(victim)
+    args[args.index("-s") + 1] = seed
+    try:
+        try:
+            r = subprocess.run(umview_for("nobody", "--sandbox", "--", "sh", "-c", RUN, "sh", *args), cwd=work,
+                               env=env, capture_output=True, timeout=240)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the sandbox hung: trinity did not end in 240 s")
+        out = (r.stdout + r.stderr).decode(errors="replace")
+        assert r.returncode == 0 and "trinity exited 0" in out, out[-3000:]
+        assert not _left_behind(others), f"left behind: {_left_behind(others)}"
+        assert os.listdir(tmp) == [], "the sandbox's directory was left"
+        assert checksum(top) == before
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 @pytest.mark.parametrize("user", ["root", "nobody"])
 def test_stress_ng_dentry_in_a_sandbox_finds_the_files_it_made(user):
     """stress-ng --dentry makes, looks up and removes thousands of files under

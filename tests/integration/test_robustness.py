@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from conftest import LYING_ENGINE, engine_opts, lying_env, need, run, umview_argv
+from conftest import LYING_ENGINE, engine_opts, lying_env, need, processes_with_arg, run, umview_argv
 
 PY = sys.executable
 PROGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs")
@@ -61,24 +61,6 @@ def test_engine_raising_a_non_oserror_fails_the_call_with_eio_and_umview_goes_on
 
 
 # --- the monitor killed -------------------------------------------------------------
-
-def processes_with_arg(arg):
-    """pids of live processes (not zombies) with `arg` as one of their arguments."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                args = f.read().split(b"\0")
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if arg in args and state != b"Z":
-            found.append(int(entry))
-    return found
-
 
 def session_members(sid):
     found = []
