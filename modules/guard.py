@@ -19,6 +19,11 @@ normal user gets from them natively:
 - the machine: acct (accounting of every process into a file), swapon,
   swapoff, reboot, kexec_load, kexec_file_load, init_module, finit_module,
   delete_module;
+- with outside=signals:abstract (what --sandbox gives it on a kernel
+  before 6.12, whose Landlock has no scopes): a signal to a process the
+  monitor does not trace (EPERM; to a process group, only its members in
+  the view get it), and a connect or send to an abstract AF_UNIX name no
+  process of the view bound (ECONNREFUSED);
 - what lets a process hold others up: userfaultfd, and opening
   /dev/userfaultfd (EACCES), whose faults the process answers when it
   likes (the monitor, reading a path in such a page, would wait with every
@@ -62,10 +67,11 @@ import os
 import re
 import signal
 import stat
+import struct
 import threading
 
 from umview import core, namei
-from umview.engine import CONTINUE, Engine, Skip, under_any
+from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip, under_any
 from umview.pathwalk import plain_path
 from umview.service import Module
 from umview.syscalls import PATH_SYSCALLS
@@ -86,6 +92,13 @@ MACHINE = frozenset({"acct", "swapon", "swapoff", "reboot", "kexec_load", "kexec
 HOST = frozenset({"userfaultfd", "fanotify_init"})
 USERFAULTFD_DEV = b"/dev/userfaultfd"  # userfaultfd by an ioctl on this device
 OPEN_CALLS = frozenset({"open", "openat", "openat2", "creat"})
+# what Landlock's scopes (ABI 6, Linux 6.12) keep inside a sandbox, which
+# the view refuses itself where the kernel is older (outside=...)
+SIGNALS = {"kill": 0, "tkill": 0, "tgkill": 0, "rt_sigqueueinfo": 0, "rt_tgsigqueueinfo": 0,
+           "pidfd_send_signal": None}  # the argument naming the process (None: a pidfd)
+ADDRESSED = {"connect": (1, 2), "sendto": (4, 5)}  # (address, its length) argument indices
+MESSAGES = frozenset({"sendmsg", "sendmmsg"})
+AF_UNIX = 1
 # the calls that reach another process's memory or fds by its pid (argument 0)
 BY_PID = ("process_vm_readv", "process_vm_writev", "pidfd_open")
 # what a process may not open in the monitor's /proc/PID (or task/TID)
@@ -116,10 +129,22 @@ class Guard(Engine):
     device_prefixes = (DEV,)
     GRACE = 2.0  # seconds from SIGTERM to SIGKILL for daemons=end
 
-    def __init__(self, module=None, end_daemons=False):
+    def __init__(self, module=None, end_daemons=False, outside=()):
         self.module = module
         self.end_daemons = end_daemons
         self.told = set()
+        #: what the view keeps inside itself, where Landlock's scopes cannot:
+        #: "signals" (to a process the monitor does not trace: EPERM),
+        #: "abstract" (connect/send to an abstract AF_UNIX name no process
+        #: of the view bound: ECONNREFUSED)
+        self.outside = frozenset(outside)
+        self.bound = set()  # abstract names processes of the view bound
+        extra = set()
+        if "signals" in self.outside:
+            extra |= set(SIGNALS)
+        if "abstract" in self.outside:
+            extra |= set(ADDRESSED) | MESSAGES | {"bind"}
+        self.syscalls = type(self).syscalls | extra
         me = os.getpid()  # the monitor's
         self.proc = b"/proc/%d" % me
         self.prefixes = (self.proc, USERFAULTFD_DEV)
@@ -212,6 +237,10 @@ class Guard(Engine):
         name = call.name
         if name in MKNODS:
             return self._mknod(call)
+        if name in SIGNALS and "signals" in self.outside:
+            return self._signal(call)
+        if (name in ADDRESSED or name in MESSAGES or name == "bind") and "abstract" in self.outside:
+            return self._abstract(call)
         pseudo = self._pseudo(call)
         if pseudo is not None:
             if ("pseudo", pseudo) not in self.told:
@@ -263,6 +292,130 @@ class Guard(Engine):
         pseudo = self._pseudo(call)
         return CONTINUE if pseudo is None else Skip.errno(pseudo)
 
+    # --- what Landlock's scopes do, on an older kernel (outside=...) ---
+
+    @staticmethod
+    def _in_view(pid):
+        """Is pid a process or thread this monitor traces (the view's)?"""
+        try:
+            return core.proc_status(pid, "TracerPid").get("TracerPid") == [b"%d" % os.getpid()]
+        except OSError:
+            return True  # none such: the kernel's ESRCH
+
+    @staticmethod
+    def _group(pgid):
+        pids = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat", "rb") as f:
+                        fields = f.read().rsplit(b")", 1)[1].split()
+                except OSError:
+                    continue
+                if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+                    pids.append(int(entry))
+        return pids
+
+    def _signal(self, call):
+        """A signal to a process outside the view: EPERM, as Landlock's
+        signal scope answers. To a process group (kill 0, -PGID) with
+        members outside: sent to its members in the view only, as the
+        scope does (EPERM if none)."""
+        at = SIGNALS[call.name]
+        if at is None:  # pidfd_send_signal: the process its pidfd names
+            target = _pidfd_pid(call.tid, core.signed32(call.args[0]))
+            if target <= 0:
+                return CONTINUE  # not a pidfd, or its process is gone: the kernel's errno
+        else:
+            target = core.signed32(call.args[at])
+        if call.name != "kill" or target > 0:
+            return CONTINUE if self._in_view(target) else self._refuse_signal(call)
+        if target == -1:
+            return self._refuse_signal(call)  # every process: most are outside
+        pgid = -target if target < -1 else os.getpgid(call.tid)
+        members = self._group(pgid)
+        inside = [p for p in members if self._in_view(p)]
+        if len(inside) == len(members):
+            return CONTINUE
+        if not inside:
+            return self._refuse_signal(call)
+        sig = core.signed32(call.args[1])
+        sent = 0
+        for pid in inside:
+            try:
+                os.kill(pid, sig)  # signal 0 checks, as the kernel's does
+                sent += 1
+            except OSError:
+                pass
+        return Skip(0) if sent else self._refuse_signal(call)
+
+    def _refuse_signal(self, call):
+        if "signal" not in self.told:
+            self.told.add("signal")
+            log.warning("guard: %s to a process outside the view refused (EPERM): the kernel has no Landlock "
+                        "signal scope (docs/security.md)", call.name)
+        return Skip.errno(errno.EPERM)
+
+    @staticmethod
+    def _abstract_name(call, addr, length):
+        """The abstract AF_UNIX name at addr (length bytes) in the caller,
+        or None (another family, a path, no address, unreadable)."""
+        if not addr or length <= 3 or length > 110:
+            return None
+        try:
+            data = call.read_mem(addr, length)
+        except OSError:
+            return None
+        if struct.unpack_from("H", data)[0] != AF_UNIX or data[2] != 0:
+            return None
+        return data[2:]
+
+    def _addresses(self, call):
+        """The abstract names a connect, sendto, sendmsg or sendmmsg sends to."""
+        from umview import fdpass
+
+        if call.name in ADDRESSED:
+            a, n = ADDRESSED[call.name]
+            name = self._abstract_name(call, call.args[a], call.args[n] & 0xFFFFFFFF)
+            return [name] if name else []
+        lay = fdpass._LAYOUTS[call.abi]
+        count, step = (1, 0) if call.name == "sendmsg" else (min(call.args[2] & 0xFFFFFFFF, 1024),
+                                                              lay.msghdr.size + 8)
+        out = []
+        for i in range(count):
+            try:
+                fields = lay.msghdr.unpack(call.read_mem(call.args[1] + i * step, lay.msghdr.size))
+            except OSError:
+                break
+            name = self._abstract_name(call, fields[0], fields[1])
+            if name:
+                out.append(name)
+        return out
+
+    def _abstract(self, call):
+        """bind of an abstract name: remembered once made (the view's own);
+        a connect or send to one no process of the view bound: ECONNREFUSED,
+        as Landlock's abstract-socket scope answers it (EPERM there)."""
+        if call.name == "bind":
+            name = self._abstract_name(call, call.args[1], call.args[2] & 0xFFFFFFFF)
+            if name is None:
+                return CONTINUE
+            call.state(self).bind = name
+            return CONTINUE_AFTER
+        outside = [n for n in self._addresses(call) if n not in self.bound]
+        if not outside:
+            return CONTINUE
+        if "abstract" not in self.told:
+            self.told.add("abstract")
+            log.warning("guard: %s to an abstract AF_UNIX name bound outside the view refused (ECONNREFUSED): "
+                        "the kernel has no Landlock scope for them (docs/security.md)", call.name)
+        return Skip.errno(errno.ECONNREFUSED)
+
+    def exit(self, call):
+        name = getattr(call.state(self), "bind", None) if call.name == "bind" else None
+        if name is not None and call.retval == 0:
+            self.bound.add(name)
+
     @staticmethod
     def _mount_ns(call):
         """Would setns(fd, nstype) enter a mount namespace? nstype 0 takes
@@ -274,6 +427,15 @@ class Guard(Engine):
             return False
         link = core.proc_link(call.tid, core.signed32(call.args[0]))
         return link is None or link.startswith(b"mnt:")
+
+
+def _pidfd_pid(tid, fd):
+    """The pid a pidfd of thread tid names (its fdinfo's Pid:), or 0."""
+    try:
+        with open(f"/proc/{tid}/fdinfo/{fd}", "rb") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith(b"Pid:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return 0
 
 
 def _major_minor(dev):
@@ -327,15 +489,22 @@ def _signal(pids, sig):
 class GuardModule(Module):
     name = "guard"
     description = "refuse mount, chroot (unless the view serves it), setns (mount ns), acct, swap, reboot, kexec, kernel modules (EPERM)"
-    options_help = "daemons=wait|end (end: the processes left when the command ends get SIGTERM, then SIGKILL)"
+    options_help = ("daemons=wait|end (end: the processes left when the command ends get SIGTERM, then SIGKILL); "
+                    "outside=signals:abstract (refuse signals to processes outside the view, and connections "
+                    "to abstract AF_UNIX names bound outside it: what Landlock's scopes do on Linux 6.12)")
 
     def __init__(self, options):
         super().__init__(options)
-        self.check_options({"daemons"})
+        self.check_options({"daemons", "outside"})
         daemons = self.options.get("daemons", "wait")
         if daemons not in ("wait", "end"):
             raise ValueError(f"module guard: daemons={daemons!r}: expected wait or end")
         self.end_daemons = daemons == "end"
+        outside = self.options.get("outside", "")
+        self.outside = [w for w in str(outside).split(":") if w] if outside is not True else []
+        wrong = [w for w in self.outside if w not in ("signals", "abstract")]
+        if wrong:
+            raise ValueError(f"module guard: outside={outside}: expected signals, abstract or both (signals:abstract)")
 
     def engines(self):
-        return [Guard(self, self.end_daemons)]
+        return [Guard(self, self.end_daemons, self.outside)]

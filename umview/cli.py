@@ -495,8 +495,15 @@ class Sandbox:
         # the private /tmp is a real directory: its files do not land in the
         # layer (nor fail under ro)
         own = {"except": f"{self.tmp}:{self.shm}"} if ":" not in self.dir and "," not in self.dir else {}
-        # the guard first: the oldest engine, it refuses what no module served
+        # the guard first: the oldest engine, it refuses what no module served;
+        # on a kernel without Landlock's scopes (before 6.12) it keeps the
+        # sandbox's signals and abstract connections inside itself
         guard = ("guard", {"daemons": "end"})
+        from umview import landlock
+
+        if landlock.abi() < 6:
+            guard[1]["outside"] = "signals" if self.preset == "net" else "signals:abstract"
+
         if self.preset == "ro":
             specs = [guard, ("viewfs", {"mount": "/:/:ro", **own})]
         else:

@@ -796,3 +796,63 @@ def test_a_core_dump_in_a_sandbox_lands_on_no_real_file(victim_dirs, user, notif
     viewed, _ = attempt(umview_for(user, "--sandbox", "--", *cmd, d), notif, "/nonexistent")
     assert viewed is not None, "the view hung"
     escape_unless(snapshot(d) == before, f"a core file landed in the real tree: {os.listdir(d)}")
+
+
+OUTSIDE = r'''
+import os, socket, sys
+host_pid, host_name = int(sys.argv[1]), b"\0" + sys.argv[2].encode()
+def attempt(what, fn):
+    try:
+        fn()
+        print(what, "ok")
+    except OSError as e:
+        print(what, e.errno)
+attempt("kill-host", lambda: os.kill(host_pid, 0))
+attempt("kill-self", lambda: os.kill(os.getpid(), 0))
+attempt("connect-host", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).connect(host_name))
+attempt("sendto-host", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b"x", host_name))
+own = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+own.bind(b"\0" + sys.argv[2].encode() + b"-own")
+own.listen(1)
+attempt("connect-own", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).connect(host_name + b"-own"))
+'''
+
+
+@pytest.mark.parametrize("notif", NOTIF)
+@pytest.mark.parametrize("user", USERS)
+def test_the_guard_keeps_signals_and_abstract_names_inside_where_landlock_cannot(user, notif):
+    """What a sandbox does on a kernel before 6.12 (no Landlock scopes):
+    the guard (outside=signals:abstract) refuses a signal to a process
+    outside the view (EPERM) and a connect or sendto to an abstract name
+    bound outside (ECONNREFUSED); the view's own names and processes stay
+    reachable. Natively each call reaches its target."""
+    import socket
+
+    need_user(user)
+    name = f"umview-test-{uuid.uuid4().hex}"
+    stream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stream.bind(b"\0" + name.encode())
+    stream.listen(8)
+    dgram = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    host = subprocess.Popen(as_user(user, ["sleep", "300"]))
+    try:
+        argv = ["/usr/bin/python3", "-c", OUTSIDE, str(host.pid), name]
+        native = run(as_user(user, argv), timeout=60)
+        assert native.stdout.decode().split() == ["kill-host", "ok", "kill-self", "ok", "connect-host", "ok",
+                                                  "sendto-host", "111", "connect-own", "ok"], _output(native)
+        # (no datagram socket has the name: natively ECONNREFUSED too; bound now)
+        dgram.bind(b"\0" + name.encode())
+        native = run(as_user(user, argv), timeout=60)
+        assert b"sendto-host ok" in native.stdout, _output(native)
+        viewed, _ = attempt(umview_for(user, "-p", "guard,outside=signals:abstract", "--", *argv), notif,
+                            "/nonexistent")
+        assert viewed is not None, "the view hung"
+        got = viewed.stdout.decode().split()
+        escape_unless(got == ["kill-host", "1", "kill-self", "ok", "connect-host", "111", "sendto-host", "111",
+                              "connect-own", "ok"], f"reached outside: {_output(viewed)}")
+        assert host.poll() is None
+    finally:
+        host.kill()
+        host.wait()
+        stream.close()
+        dgram.close()

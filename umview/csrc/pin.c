@@ -603,9 +603,13 @@ static int paths_changeable(pid_t tid, const struct um_decide_in *in)
 }
 
 /* Must this call, decided UM_DECIDE_NATIVE, be pinned before it runs? When
- * another thread shares its memory and it writes (the string may change
- * under it), or when a path it names lies in memory another process can
- * change, whatever it does. */
+ * it writes (the write table: an open with write flags, chmod, unlink...)
+ * and another thread shares its memory, or a path it names lies in memory
+ * another process can change; and openat2 whose open_how lies there (its
+ * flags could turn a read into a write). A call that only reads is not
+ * looked up: a path flipped under it reads a file the view would have
+ * shown otherwise, which the process may read anyway, and the lookup would
+ * cost every stat and open of find or make (docs/performance.md). */
 int needs_pin(pid_t tid, const struct um_decide_in *in)
 {
     if (in->sc < 0 || !(claim[in->abi][in->sc] & UM_CLAIM_PATH))
@@ -615,9 +619,10 @@ int needs_pin(pid_t tid, const struct um_decide_in *in)
         any |= in->slot[s].state == UM_SLOT_PATH || in->slot[s].state == UM_SLOT_EMPTY;
     if (!any)
         return 0;
-    if (mm_shared(tid) && decided_writes(in))
+    int writes = decided_writes(in);
+    if (writes && mm_shared(tid))
         return 1;
-    return paths_changeable(tid, in);
+    return (writes || write_kind[in->sc] == UM_WRITE_OPENHOW) && paths_changeable(tid, in);
 }
 
 /* Does tid resolve absolute paths from the monitor's root (no chroot)? */
