@@ -944,7 +944,13 @@ class Monitor:
         if reply != lib.UM_REPLY_SKIP:
             # the kernel reads what the engines decided on, not what another
             # thread may write meanwhile
-            call.pin_paths()
+            try:
+                call.pin_paths()
+            except OSError as exc:
+                # could not be pinned (the region's mmap refused, the thread
+                # gone): it must not run on a string that may change
+                ev.reply = reply = lib.UM_REPLY_SKIP
+                rval = -(exc.errno or errno.EFAULT)
         rewritten = tuple(call.args) != call.orig_args
         if call.nr != call.orig_nr:
             ev.nr = call.nr

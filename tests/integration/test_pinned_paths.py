@@ -144,3 +144,49 @@ def test_a_single_threaded_program_is_never_pinned(layer, tmp_path):
     with open(stats) as f:
         counts = json.loads(f.read().splitlines()[-1])
     assert counts["pinned"] == 0 and counts["regions"] == 0, counts
+
+
+UNPINNABLE = r'''
+import ctypes, errno, mmap, os, resource, sys
+d = sys.argv[1]
+buf = mmap.mmap(-1, 4096, flags=mmap.MAP_SHARED)  # memory a forked child could change
+path = os.path.join(d, "fifo").encode() + b"\0"
+buf[:len(path)] = path
+addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+with open("/proc/self/status") as f:
+    vm = next(int(l.split()[1]) for l in f if l.startswith("VmSize:")) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (vm + (4 << 20), resource.RLIM_INFINITY))
+libc = ctypes.CDLL(None, use_errno=True)
+r = libc.mkfifo(ctypes.c_void_p(addr), 0o600)
+print("mkfifo", "ok" if r == 0 else errno.errorcode[ctypes.get_errno()])
+resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+print("after", os.path.exists(d))
+'''
+
+
+@pytest.mark.parametrize("notif", NOTIF)
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_a_call_that_cannot_be_pinned_fails_and_the_view_goes_on(tmp_path, user, notif):
+    """A path in shared memory that a call the view let through unchanged
+    names is pinned; where the region cannot be mapped (an address-space
+    limit leaves no room for it) the call fails with that errno instead of
+    running unpinned, and the view goes on (it once ended with "cannot run
+    sh" under trinity)."""
+    need_user(user)
+    d = tempfile.mkdtemp(prefix="umview-pin-", dir="/var/tmp")
+    try:
+        os.chmod(d, 0o777)
+        argv = ["/usr/bin/python3", "-c", UNPINNABLE, d]
+        env = dict(os.environ)
+        env.pop("UMVIEW_NOTIF", None)
+        if NOTIF[notif] is not None:
+            env["UMVIEW_NOTIF"] = NOTIF[notif]
+        # the guard alone: it sees mknod and lets a FIFO's through unchanged
+        # (a module that rewrites the path writes its own copy instead)
+        r = run(umview_for(user, "-p", "guard", "--", *argv), env=env, timeout=120)
+        out = r.stdout.decode()
+        assert r.returncode == 0 and "after True" in out, (out + r.stderr.decode())[-2000:]
+        assert "mkfifo ENOMEM" in out, out
+        assert not os.path.exists(os.path.join(d, "fifo"))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
