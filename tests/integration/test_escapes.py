@@ -743,6 +743,7 @@ def test_sigkill_of_umview_leaves_no_process_and_no_sandbox_directory(how, user)
     marker = f"umview-test-{uuid.uuid4().hex}"
     tmp = tempfile.mkdtemp(prefix="umview-escape-tmp-", dir="/tmp")
     os.chmod(tmp, 0o777)
+    shm_before = {e for e in os.listdir("/dev/shm") if e.startswith("umview-")}
     try:
         cmd = ["sh", "-c", 'sleep 300 & setsid sleep 300 & echo ready; wait; : "$0"', marker]
         view = subprocess.Popen(umview_for(user, "--sandbox", "--", *cmd), env=dict(os.environ, TMPDIR=tmp),
@@ -764,6 +765,14 @@ def test_sigkill_of_umview_leaves_no_process_and_no_sandbox_directory(how, user)
             time.sleep(0.2)
         assert processes_with_arg(marker.encode()) == [], "processes of the view outlived it"
         assert os.listdir(tmp) == [], "the sandbox's directory was left"
+        # the layered mount's listing directories (in /dev/shm, or
+        # $XDG_RUNTIME_DIR): those this view made are gone too
+        made = {e for e in os.listdir("/dev/shm") if e.startswith("umview-")} - shm_before
+        deadline = time.monotonic() + 5
+        while made and time.monotonic() < deadline:
+            time.sleep(0.2)
+            made = {e for e in made if os.path.lexists(os.path.join("/dev/shm", e))}
+        assert not made, f"left in /dev/shm: {made}"
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
