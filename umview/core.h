@@ -84,6 +84,7 @@
 #define UM_INNER_EVENT 64    /* ev->flags at UM_EV_FORK/EXEC/EXIT: the thread has an inner tracer */
 #define UM_STOP_ENTRY 1      /* ev->msg at a UM_EV_STOP syscall stop */
 #define UM_STOP_EXIT 2
+#define UM_STOP_STEP 3       /* a syscall-exit stop of a single-stepped thread: natively its step's trap */
 
 /* which optional events Python wants (um_set_event_mask) */
 #define UM_WANT_FORK 1
@@ -345,6 +346,10 @@ int um_spawn_error(void);
 #define UM_INNER_SYSCALL 2  /* ... who resumed it with PTRACE_SYSCALL: syscall stops */
 #define UM_INNER_EXITEV 4   /* ... who wants PTRACE_EVENT_EXIT stops (a real option) */
 #define UM_INNER_SECCOMP 8  /* ... who wants PTRACE_EVENT_SECCOMP stops of its own filters */
+#define UM_INNER_STEP 16    /* ... who resumed it with PTRACE_SINGLESTEP: resumed so, and a
+                             * syscall-exit stop the monitor took stands for the step's trap */
+#define UM_INNER_EMU 32     /* ... who resumed it with PTRACE_SYSEMU(_SINGLESTEP): resumed so, its
+                             * syscall-entry stops are the tracer's and the kernel skips the call */
 int um_set_inner(int tid, int flags);
 /* Resume a thread Python held (UM_HOLD): req is PTRACE_CONT (made PTRACE_SYSCALL
  * when a syscall stop is wanted), PTRACE_SINGLESTEP or PTRACE_LISTEN; sig the

@@ -59,6 +59,7 @@ _RESTARTS = (-512, -513, -514, -516, -errno.EINTR)
 _USER_REGS = 27 * 8      # struct user_regs_struct
 _ORIG_RAX = 15 * 8       # its orig_rax
 _RAX = 10 * 8
+_TRAP_BRKPT = 1
 _NR = {"x86_64": {"wait4": 61, "waitid": 247, "pause": 34}}
 
 
@@ -106,7 +107,7 @@ class Tracee:
 
     __slots__ = ("tid", "tracer", "tgid", "seized", "options", "state", "kind", "status", "eventmsg",
                  "sys", "step", "shown_nr", "real_child", "clone", "expect_initial", "interrupt", "pgid",
-                 "proc")
+                 "proc", "emu", "emu_entry")
 
     def __init__(self, tid, tracer, tgid, seized, options=0):
         self.tid = tid
@@ -120,6 +121,8 @@ class Tracee:
         self.eventmsg = 0
         self.sys = False        # resumed with PTRACE_SYSCALL
         self.step = False
+        self.emu = False        # resumed with PTRACE_SYSEMU(_SINGLESTEP): the kernel skips its calls
+        self.emu_entry = False  # held at an entry stop reached so: the call is skipped, not decided
         self.shown_nr = None    # the number the tracer sees at the exit of a call the view changed
         self.real_child = False  # its process is a child of the tracer's (the real wait reports its exit)
         self.clone = False      # a thread: waited for only with __WALL or __WCLONE
@@ -306,6 +309,10 @@ class InnerTracing(Engine):
             flags |= lib.UM_INNER_EXITEV
         if t.options & O_TRACESECCOMP:
             flags |= lib.UM_INNER_SECCOMP
+        if t.step:
+            flags |= lib.UM_INNER_STEP
+        if t.emu:
+            flags |= lib.UM_INNER_EMU
         lib.um_set_inner(t.tid, flags)
 
     def _request(self, call, t, req, pid, addr, data):
@@ -320,11 +327,11 @@ class InnerTracing(Engine):
             return 0
         if req in (POKETEXT, POKEDATA, POKEUSER):
             return core.check(lib.um_ptrace(req, pid, addr, data))
-        if req in (CONT, SYSCALL, SINGLESTEP, DETACH):
+        if req in (CONT, SYSCALL, SINGLESTEP, DETACH, SYSEMU, SYSEMU_SINGLESTEP):
             if data > 64:
                 return -errno.EIO
             return self._resume(t, req, data)
-        if req in (SYSEMU, SYSEMU_SINGLESTEP, SINGLEBLOCK):
+        if req == SINGLEBLOCK:
             return -errno.EIO  # not emulated (docs/internals.md)
         if req == GETREGS:
             buf = self._get(pid, GETREGS, 0, _USER_REGS)
@@ -358,7 +365,10 @@ class InnerTracing(Engine):
             core.write_mem(tracer, data + 8, struct.pack("<Q", iov[1]))
             return 0
         if req == GETSIGINFO:
-            core.write_mem(tracer, data, bytes(self._get(pid, GETSIGINFO, 0, 128)))
+            if t.kind == "step":
+                core.write_mem(tracer, data, self._step_siginfo(pid))
+            else:
+                core.write_mem(tracer, data, bytes(self._get(pid, GETSIGINFO, 0, 128)))
             return 0
         if req == SETSIGINFO:
             return self._put(pid, SETSIGINFO, 0, core.read_mem(tracer, data, 128))
@@ -406,6 +416,13 @@ class InnerTracing(Engine):
             return self._put(pid, req, addr, core.read_mem(tracer, data, 16))
         return -errno.EIO  # an unknown request, as the kernel says
 
+    def _step_siginfo(self, pid):
+        """The siginfo of a step's trap at the end of a system call (x86's
+        user_single_step_report: SIGTRAP, TRAP_BRKPT, si_addr the next
+        instruction), where the thread really is at a syscall-exit stop."""
+        rip = struct.unpack_from("<Q", self._get(pid, GETREGS, 0, _USER_REGS), 16 * 8)[0]
+        return struct.pack("<iiiiQ", signal.SIGTRAP, 0, _TRAP_BRKPT, 0, rip).ljust(128, b"\0")
+
     @staticmethod
     def _get(pid, req, addr, size):
         buf = ffi.new("char[]", size)
@@ -423,10 +440,11 @@ class InnerTracing(Engine):
         if req == DETACH:
             del self.tracees[t.tid]
             lib.um_set_inner(t.tid, 0)
-            t.sys = t.step = False  # it runs on untraced (a step asked before is not kept)
+            t.sys = t.step = t.emu = False  # it runs on untraced (a step asked before is not kept)
         else:
             t.sys = req == SYSCALL
-            t.step = req == SINGLESTEP
+            t.step = req in (SINGLESTEP, SYSEMU_SINGLESTEP)
+            t.emu = req in (SYSEMU, SYSEMU_SINGLESTEP)
             self._sync(t)
         t.state = "running"
         t.status = None
@@ -437,9 +455,14 @@ class InnerTracing(Engine):
         if kind == "group" and req == DETACH:
             lib.um_resume(tid, lib_PTRACE_LISTEN, 0)  # it stays in its group-stop
             return 0
-        deliver = sig if kind == "signal" else 0
+        deliver = sig if kind in ("signal", "step") else 0
         if sig and kind != "signal":
             _tgkill(tid, sig)  # injected at a stop that is not a signal's: sent
+        if kind == "entry" and t.emu_entry:
+            # reached under PTRACE_SYSEMU: the kernel skips the call (the
+            # view has nothing to decide), whatever this resume asks
+            lib.um_resume(tid, lib_PTRACE_CONT, 0)
+            return 0
         if kind in ("entry", "seccomp"):
             # the call goes on: now the view decides it, as it now stands
             self.monitor.defer(lambda: self._decide(tid))
@@ -468,10 +491,13 @@ class InnerTracing(Engine):
                 self._answer_waiter(tid)
             return False
         sig, event = (status >> 8) & 0xFF, (status >> 16) & 0xFFFF
+        if ev.msg == lib.UM_STOP_STEP and sig == signal.SIGTRAP | 0x80:
+            return self._report(t, _stop(signal.SIGTRAP), "step")
         if ev.msg in (lib.UM_STOP_ENTRY, lib.UM_STOP_EXIT) and sig == signal.SIGTRAP | 0x80:
             kind = "entry" if ev.msg == lib.UM_STOP_ENTRY else "exit"
             if kind == "entry":
                 t.shown_nr = None
+                t.emu_entry = t.emu
             word = _stop(signal.SIGTRAP | (0x80 if t.options & O_TRACESYSGOOD else 0))
             return self._report(t, word, kind)
         if event == EVENT_STOP:
@@ -497,6 +523,8 @@ class InnerTracing(Engine):
     def syscall_exit(self, tid):
         """The exit of a call the engines handled: True if its tracer wants the stop."""
         t = self.tracees.get(tid)
+        if t is not None and t.step:
+            return self._report(t, _stop(signal.SIGTRAP), "step")  # natively the step's trap, here
         if t is None or not t.sys:
             return False
         return self._report(t, _stop(signal.SIGTRAP | (0x80 if t.options & O_TRACESYSGOOD else 0)), "exit")

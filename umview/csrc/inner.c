@@ -23,6 +23,8 @@ int um_set_inner(int tid, int flags)
     t->inner_sys = t->inner && (flags & UM_INNER_SYSCALL);
     t->inner_exitev = t->inner && (flags & UM_INNER_EXITEV);
     t->inner_seccomp = t->inner && (flags & UM_INNER_SECCOMP);
+    t->inner_step = t->inner && (flags & UM_INNER_STEP);
+    t->inner_emu = t->inner && (flags & UM_INNER_EMU);
     if (t->inner_exitev != was_exitev || t->opts_dirty)
         apply_options(tid);
     return 0;
@@ -32,7 +34,11 @@ int um_resume(int tid, int req, int sig)
 {
     if (req != PTRACE_CONT && req != PTRACE_SINGLESTEP && req != PTRACE_LISTEN)
         return -EINVAL;
-    long r = req == PTRACE_CONT ? (resume(tid, req, sig), 0) : ptrace(req, tid, 0, sig);
+    /* a step goes through resume() too: a syscall stop the monitor waits for
+     * still comes (UM_STOP_STEP then stands for the trap) */
+    if (req == PTRACE_SINGLESTEP && !thr(tid)->inner_step && !thr(tid)->inner_emu)
+        return -EINVAL; /* um_set_inner(UM_INNER_STEP or _EMU) first */
+    long r = req != PTRACE_LISTEN ? (resume(tid, PTRACE_CONT, sig), 0) : ptrace(req, tid, 0, sig);
     if (r)
         return -errno;
     if (thr(tid)->need_filter)

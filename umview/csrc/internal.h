@@ -149,6 +149,10 @@ struct um_thread {
     unsigned inner : 1;       /* it has an inner tracer: its stops go to Python (um_set_inner) */
     unsigned inner_sys : 1;   /* ... who wants its syscall stops: resumed with PTRACE_SYSCALL */
     unsigned inner_exitev : 1;/* ... who wants PTRACE_EVENT_EXIT (set as a real option) */
+    unsigned inner_step : 1;  /* ... who single-steps it: resumed with PTRACE_SINGLESTEP */
+    unsigned inner_emu : 1;   /* ... who resumed it with PTRACE_SYSEMU(_SINGLESTEP) */
+    unsigned drop_step_trap : 1; /* its notified call was interrupted while stepped: the step's
+                                  * trap of that first try is the monitor's doing, not shown */
     unsigned py_int : 1;      /* Python interrupted it (um_interrupt): the stop is Python's */
     unsigned inner_seccomp : 1; /* ... who asked for PTRACE_EVENT_SECCOMP stops */
     unsigned opts_dirty : 1;

@@ -10,6 +10,10 @@ void resume(pid_t tid, int req, int sig)
     struct um_thread *t = thr(tid);
     if ((t->exit_wanted || t->await_entry || t->inner_sys || t->pinned) && req == PTRACE_CONT)
         req = PTRACE_SYSCALL; /* keep the syscall stop we (or an inner tracer) wait for */
+    else if (t->inner_emu && req == PTRACE_CONT) /* its inner tracer emulates its calls: */
+        req = t->inner_step ? PTRACE_SYSEMU_SINGLESTEP : PTRACE_SYSEMU; /* the kernel skips them */
+    else if (t->inner_step && req == PTRACE_CONT)
+        req = PTRACE_SINGLESTEP; /* its inner tracer steps it: the trap comes as the kernel's */
     ptrace(req, tid, 0, sig);
 }
 
@@ -515,9 +519,10 @@ int um_next(struct um_event *ev)
                 free(note_take(tid, -1, 0, NULL));
                 return stop_event(ev, tid, 0x7f | (SIGTRAP << 8) | (PTRACE_EVENT_SECCOMP << 16), t->seccomp_data, &si);
             }
-            if (si.op == SI_ENTRY && !thr(tid)->await_entry && thr(tid)->inner_sys)
+            if (si.op == SI_ENTRY && !thr(tid)->await_entry && (thr(tid)->inner_sys || thr(tid)->inner_emu))
                 return stop_event(ev, tid, status, UM_STOP_ENTRY, &si); /* the inner tracer's */
             if (si.op == SI_ENTRY) {
+                thr(tid)->drop_step_trap = 0; /* had it come, it came before this */
                 /* the restart of a call a notification sent to Python (or,
                  * after a signal handler ran, some other call: then the
                  * notification comes again and is looked at again) */
@@ -571,6 +576,8 @@ int um_next(struct um_event *ev)
                 thr(tid)->exit_wanted = 0;
                 if (si.op == SI_EXIT && thr(tid)->inner_sys)
                     return stop_event(ev, tid, status, UM_STOP_EXIT, &si); /* the inner tracer's */
+                if (si.op == SI_EXIT && thr(tid)->inner_step) /* the step ends here (a PTRACE_SYSCALL */
+                    return stop_event(ev, tid, status, UM_STOP_STEP, &si); /* took its trap's place) */
                 resume(tid, PTRACE_CONT, 0);
                 continue;
             }
@@ -662,6 +669,7 @@ int um_next(struct um_event *ev)
                 /* our interrupt of a notified call: catch its restart */
                 thr(tid)->redirected = 0;
                 thr(tid)->await_entry = 1;
+                thr(tid)->drop_step_trap = thr(tid)->inner_step; /* the try ended as if stepped over */
                 if (thr(tid)->need_filter) { /* the filter's interrupt: again */
                     resume(tid, PTRACE_CONT, 0);
                     ptrace(PTRACE_INTERRUPT, tid, 0, 0);
@@ -704,6 +712,14 @@ int um_next(struct um_event *ev)
             keep_notified_call(tid);
         if (thr(tid)->wait_nr)
             restore_wait(tid);
+        if (sig == SIGTRAP && thr(tid)->drop_step_trap) {
+            siginfo_t info;
+            thr(tid)->drop_step_trap = 0;
+            if (ptrace(PTRACE_GETSIGINFO, tid, 0, &info) == 0 && info.si_code == TRAP_BRKPT) {
+                resume(tid, PTRACE_CONT, 0); /* the interrupted try's trap: its restart steps again */
+                continue;
+            }
+        }
         if (thr(tid)->inner)
             return stop_event(ev, tid, status, 0, NULL); /* its inner tracer decides */
         resume(tid, PTRACE_CONT, sig);

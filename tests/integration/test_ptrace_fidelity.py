@@ -1,0 +1,71 @@
+"""The ptrace a view emulates, request by request, against the kernel's: each
+program in progs/ptrace is a small tracer that prints what it saw; it prints
+the same natively and in every view, with notifications on and off (the
+monitor's stops differ between the two). docs/internals.md, "Tracers inside
+a view"."""
+import glob
+import os
+import shutil
+import tempfile
+
+import pytest
+
+from conftest import need, run, umview_argv
+
+PROGS = os.path.join(os.path.dirname(__file__), "progs", "ptrace")
+
+# every mode a tracer may run in; a path the traced child opens, as the mode names it
+MODES = {
+    "no-module": ((), "/etc/hostname"),
+    "unreal": (("-p", "unreal"), "/unreal/etc/hostname"),
+    "cow": (("-p", "viewfs,mount={layer}:/:cow,except={progs}"), "/etc/hostname"),
+    "sandbox": (("--sandbox",), "/etc/hostname"),
+}
+
+
+@pytest.fixture(scope="module")
+def progs():
+    """progs/ptrace/*.c built in /var/tmp (a sandbox's /tmp is its own)."""
+    need("gcc")
+    out = tempfile.mkdtemp(prefix="umview-ptrace-progs-", dir="/var/tmp")
+    os.chmod(out, 0o755)
+    try:
+        for src in sorted(glob.glob(os.path.join(PROGS, "*.c"))):
+            exe = os.path.join(out, os.path.basename(src)[:-2])
+            r = run(["gcc", "-O1", "-Wall", "-pthread", "-o", exe, src])
+            assert r.returncode == 0, r.stderr
+        yield out
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def native_and_viewed(progs, mode, notif, prog, *args, path_arg=False):
+    """Run progs/prog natively and in mode; both results. With path_arg the
+    mode's path for /etc/hostname is the last argument."""
+    opts, path = MODES[mode]
+    layer = tempfile.mkdtemp(prefix="umview-layer-")
+    try:
+        opts = tuple(o.format(layer=layer, progs=progs) for o in opts)
+        exe = os.path.join(progs, prog)
+        native = run([exe, *args, *(["/etc/hostname"] if path_arg else [])], timeout=60)
+        env = dict(os.environ, UMVIEW_NOTIF=notif)
+        viewed = run(umview_argv(*opts, "--", exe, *args, *([path] if path_arg else [])), env=env, timeout=60)
+    finally:
+        shutil.rmtree(layer, ignore_errors=True)
+    return native, viewed
+
+
+@pytest.mark.parametrize("notif", ["0", "1"])
+@pytest.mark.parametrize("mode", sorted(MODES))
+@pytest.mark.parametrize("how", ["step", "sysemu", "emustep"])
+def test_single_step_and_sysemu_from_a_syscall_stop_as_natively(progs, mode, notif, how):
+    """PTRACE_SINGLESTEP at a syscall-entry stop steps (it ran on unstopped:
+    1 step where the kernel gives thousands), also over a call the view
+    decides in Python, whose exit stop the monitor takes (it stands for the
+    step's trap) and a notified call it interrupts (that try's trap is not
+    shown); PTRACE_SYSEMU and SYSEMU_SINGLESTEP skip the calls they stop at
+    (EIO before)."""
+    native, viewed = native_and_viewed(progs, mode, notif, "stepper", how, path_arg=how == "step")
+    assert native.returncode == 0, native.stderr
+    assert b"steps 0 " not in native.stdout and b"exited" in native.stdout
+    assert (viewed.returncode, viewed.stdout) == (native.returncode, native.stdout), viewed.stderr
