@@ -355,6 +355,9 @@ int um_set_inner(int tid, int flags);
  * when a syscall stop is wanted), PTRACE_SINGLESTEP or PTRACE_LISTEN; sig the
  * signal to deliver at a signal-delivery stop. 0 or -errno. */
 int um_resume(int tid, int req, int sig);
+/* 1 if the monitor left tid in its group-stop (PTRACE_LISTEN) and no stop of
+ * it came since: natively it is "T (stopped)", where /proc says "t". */
+int um_listening(int tid);
 /* PTRACE_INTERRUPT tid; its coming PTRACE_EVENT_STOP goes to Python (UM_EV_STOP). */
 int um_interrupt(int tid);
 /* A held thread at a syscall-entry or seccomp stop: decide its call as it is

@@ -23,12 +23,13 @@ view".
 """
 import errno
 import os
+import re
 import signal
 import struct
 import sys
 import time
 
-from umview import core
+from umview import core, fdpass
 from umview.core import ffi, lib
 from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip
 
@@ -63,6 +64,7 @@ _TRAP_BRKPT = 1
 _NR = {"x86_64": {"wait4": 61, "waitid": 247, "pause": 34}}
 
 
+_PROC_FILE = re.compile(rb"^/proc/(self|thread-self|\d+)(?:/task/(\d+))?/(status|stat)$")
 _DEBUG = bool(os.environ.get("UMVIEW_DEBUG_PTRACE"))
 
 
@@ -152,6 +154,7 @@ class InnerTracing(Engine):
     newest = 2
     abis = frozenset({"x86_64"})  # i386 tracers: ENOSYS (docs/internals.md)
     _WAITS = frozenset({"wait4", "waitid", "waitpid"})
+    _OPENS = frozenset({"open", "openat", "openat2"})
 
     def __init__(self, monitor):
         self.monitor = monitor
@@ -177,6 +180,9 @@ class InnerTracing(Engine):
             return True
         if call.name in self._WAITS:
             return self._is_tracer(self.tgid_of(call.tid))
+        if call.name in self._OPENS:
+            paths = call.paths()
+            return bool(paths and paths[0] is not None and _PROC_FILE.match(paths[0]))
         return False
 
     def _is_tracer(self, tgid):
@@ -188,12 +194,55 @@ class InnerTracing(Engine):
             return
         self.active = True
         self.syscalls = frozenset({"ptrace"}) | self._WAITS
+        # /proc/PID/status and stat as a tracer reads them (TracerPid, t/T)
+        self.path_syscalls = self._OPENS
+        self.prefixes = (b"/proc",)
         self.monitor.refresh_claims()
 
     def enter(self, call):
         if call.name == "ptrace":
             return self._ptrace(call)
+        if call.name in self._OPENS:
+            return self._proc_file(call)
         return self._wait(call)
+
+    # --- /proc as a tracer sees it ---
+    def _proc_file(self, call):
+        """/proc/PID[/task/TID]/status or stat of a process of the view:
+        TracerPid is its inner tracer's (0 for the monitor), and a thread the
+        monitor stops shows the state it has natively: "t (tracing stop)" only
+        at a stop its tracer knows of, "T (stopped)" in a group-stop the
+        monitor listens to, else running."""
+        flags = call.arg("flags") if call.name != "openat2" else 0
+        if call.name == "openat2" or (flags & 3) != os.O_RDONLY:
+            return CONTINUE
+        m = _PROC_FILE.match(call.paths()[0])
+        who, kind = m.group(2) or m.group(1), m.group(3)
+        text = fdpass.view_proc_file(call, who, kind)
+        if text is None:
+            return CONTINUE
+        try:
+            tid = fdpass.proc_pid(who, call.tid, self.tgid_of)
+        except ValueError:
+            return CONTINUE
+        new = self._proc_view(tid, text, kind == b"status")
+        if new == text:
+            return CONTINUE
+        return fdpass.hand_over_content(call, new, flags, "umview-" + kind.decode())
+
+    def _proc_view(self, tid, text, status):
+        t = self.tracees.get(tid)
+        state = re.search(rb"(?m)^State:\t(\S).*$" if status else rb"\) (\S) ", text)
+        if state and state.group(1) == b"t" and (t is None or t.state not in ("stopped", "listening")):
+            # a stop of the monitor's own, or a group-stop it listens to
+            letter = b"T" if t is None and lib.um_listening(tid) else b"R"
+            shown = (b"State:\t" + letter + (b" (stopped)" if letter == b"T" else b" (running)")) if status \
+                else b") " + letter + b" "
+            text = text[:state.start()] + shown + text[state.end():]
+        if status:
+            tracer = 0 if t is None else (t.tracer or t.tgid)
+            text = re.sub(rb"(?m)^TracerPid:\t\d+$", b"TracerPid:\t%d" % tracer, text, count=1)
+        return text
 
     # --- requests ---
     def _ptrace(self, call):

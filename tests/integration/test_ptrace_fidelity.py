@@ -69,3 +69,41 @@ def test_single_step_and_sysemu_from_a_syscall_stop_as_natively(progs, mode, not
     assert native.returncode == 0, native.stderr
     assert b"steps 0 " not in native.stdout and b"exited" in native.stdout
     assert (viewed.returncode, viewed.stdout) == (native.returncode, native.stdout), viewed.stderr
+
+
+PROC_STATES = """
+sleep 30 & s=$!
+strace -qq -o /dev/null -p $s & t=$!
+until grep -q "TracerPid:.$t$" /proc/$s/status; do sleep 0.05; done
+grep -E "State|TracerPid" /proc/$s/status | sed "s/$t/STRACE/"
+cut -d' ' -f3 /proc/$s/stat /proc/$s/task/$s/stat
+kill -STOP $s; sleep 0.3
+grep -E "State|TracerPid" /proc/$s/status /proc/$s/task/$s/status | sed "s/$t/STRACE/; s/$s/PID/g"
+kill $t; wait $t
+grep -E "State|TracerPid" /proc/$s/status
+cut -d' ' -f3 /proc/$s/stat
+kill -CONT $s; sleep 0.2
+grep -E "State|TracerPid" /proc/$s/status
+kill -KILL $s
+"""
+
+
+@pytest.mark.parametrize("mode", ["no-module", "cow"])
+def test_proc_status_shows_the_inner_tracer_and_the_states_of_stops(tmp_path, mode):
+    """/proc/PID/status and stat as natively while strace attaches, the
+    process stops and strace detaches: TracerPid is strace's (it was the
+    monitor's), "t (tracing stop)" only at a stop strace knows of, and the
+    process strace left in its group-stop is "T (stopped)" (it was "t")."""
+    need("strace")
+    script = tmp_path / "states.sh"
+    script.write_text(PROC_STATES)
+    native = run(["sh", str(script)], timeout=60)
+    assert native.returncode == 0 and b"T (stopped)" in native.stdout and b"t (tracing stop)" in native.stdout, native
+    layer = tempfile.mkdtemp(prefix="umview-layer-")
+    try:
+        opts = MODES[mode][0]
+        opts = tuple(o.format(layer=layer, progs=tmp_path) for o in opts)
+        viewed = run(umview_argv(*opts, "--", "sh", str(script)), timeout=60)
+    finally:
+        shutil.rmtree(layer, ignore_errors=True)
+    assert (viewed.returncode, viewed.stdout, viewed.stderr) == (native.returncode, native.stdout, native.stderr)

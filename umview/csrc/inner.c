@@ -41,9 +41,15 @@ int um_resume(int tid, int req, int sig)
     long r = req != PTRACE_LISTEN ? (resume(tid, PTRACE_CONT, sig), 0) : ptrace(req, tid, 0, sig);
     if (r)
         return -errno;
+    thr(tid)->listening = req == PTRACE_LISTEN;
     if (thr(tid)->need_filter)
         ptrace(PTRACE_INTERRUPT, tid, 0, 0); /* the filter, at its next stop */
     return 0;
+}
+
+int um_listening(int tid)
+{
+    return thr(tid)->listening;
 }
 
 int um_interrupt(int tid)

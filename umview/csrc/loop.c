@@ -211,7 +211,7 @@ void finish_reply(struct um_event *ev)
         /* resumed as the loop would have: a signal delivered, a group-stop listened */
         int sig = WSTOPSIG(ev->status), event = (unsigned)ev->status >> 16;
         if (event == PTRACE_EVENT_STOP && is_stop_signal(sig))
-            ptrace(PTRACE_LISTEN, tid, 0, 0);
+            thr(tid)->listening = ptrace(PTRACE_LISTEN, tid, 0, 0) == 0;
         else
             resume(tid, PTRACE_CONT, event == 0 && sig != (SIGTRAP | 0x80) ? sig : 0);
     }
@@ -432,6 +432,7 @@ int um_next(struct um_event *ev)
         if (!WIFSTOPPED(status))
             continue;
         stats.stops++;
+        thr(tid)->listening = 0;
         if (thr(tid)->opts_dirty)
             apply_options(tid);
         if (!thr(tid)->seen) {
@@ -698,7 +699,7 @@ int um_next(struct um_event *ev)
         if (event == PTRACE_EVENT_STOP) {
             if (is_stop_signal(sig)) {
                 stats.group_stops++;
-                ptrace(PTRACE_LISTEN, tid, 0, 0);
+                thr(tid)->listening = ptrace(PTRACE_LISTEN, tid, 0, 0) == 0;
                 if (tid == first_pid)
                     propagate_stop();
             } else {
