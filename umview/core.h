@@ -355,6 +355,10 @@ int um_set_inner(int tid, int flags);
  * when a syscall stop is wanted), PTRACE_SINGLESTEP or PTRACE_LISTEN; sig the
  * signal to deliver at a signal-delivery stop. 0 or -errno. */
 int um_resume(int tid, int req, int sig);
+/* The signal an inner tracer gave with its resume of tid's syscall-entry stop:
+ * sent by the monitor's own resume of that stop, as the kernel sends it
+ * (si_code SI_KERNEL), whatever the view decides of the call. */
+int um_set_resume_signal(int tid, int sig);
 /* 1 if the monitor left tid in its group-stop (PTRACE_LISTEN) and no stop of
  * it came since: natively it is "T (stopped)", where /proc says "t". */
 int um_listening(int tid);

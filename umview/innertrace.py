@@ -504,9 +504,13 @@ class InnerTracing(Engine):
         if kind == "group" and req == DETACH:
             lib.um_resume(tid, lib_PTRACE_LISTEN, 0)  # it stays in its group-stop
             return 0
-        deliver = sig if kind in ("signal", "step") else 0
-        if sig and kind != "signal":
-            _tgkill(tid, sig)  # injected at a stop that is not a signal's: sent
+        # a signal given at a syscall stop is sent (SI_KERNEL); at an event,
+        # group-stop or interrupt it is ignored (kernel/signal.c, ptrace.h)
+        deliver = sig if kind in ("signal", "step", "exit") else 0
+        if sig and kind == "signal":
+            self._signal_changed(t, sig)
+        if sig and kind == "entry":
+            lib.um_set_resume_signal(tid, sig)  # at the monitor's resume of the stop
         if kind == "entry" and t.emu_entry:
             # reached under PTRACE_SYSEMU: the kernel skips the call (the
             # view has nothing to decide), whatever this resume asks
@@ -518,6 +522,19 @@ class InnerTracing(Engine):
             return 0
         core.check(lib.um_resume(tid, lib_PTRACE_SINGLESTEP if t.step else lib_PTRACE_CONT, deliver))
         return 0
+
+    def _signal_changed(self, t, sig):
+        """At a signal-delivery stop resumed with another signal the kernel
+        delivers that one as sent by the tracer (SI_USER, its pid and uid):
+        here the monitor resumes, so the siginfo says so first."""
+        try:
+            info = self._get(t.tid, GETSIGINFO, 0, 128)
+        except OSError:
+            return
+        if struct.unpack_from("<i", info)[0] == sig:
+            return  # the same signal, or one the tracer set with SETSIGINFO
+        tracer = t.tracer or t.tgid
+        self._put(t.tid, SETSIGINFO, 0, struct.pack("<iiiiiI", sig, 0, 0, 0, tracer, _uid(tracer)).ljust(128, b"\0"))
 
     def _decide(self, tid):
         ev = ffi.new("struct um_event *")

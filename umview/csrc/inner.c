@@ -47,6 +47,14 @@ int um_resume(int tid, int req, int sig)
     return 0;
 }
 
+int um_set_resume_signal(int tid, int sig)
+{
+    if (sig < 0 || sig > 64)
+        return -EINVAL;
+    thr(tid)->resume_sig = (unsigned char)sig;
+    return 0;
+}
+
 int um_listening(int tid)
 {
     return thr(tid)->listening;

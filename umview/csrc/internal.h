@@ -152,6 +152,7 @@ struct um_thread {
     unsigned inner_step : 1;  /* ... who single-steps it: resumed with PTRACE_SINGLESTEP */
     unsigned inner_emu : 1;   /* ... who resumed it with PTRACE_SYSEMU(_SINGLESTEP) */
     unsigned listening : 1;   /* left in its group-stop with PTRACE_LISTEN (um_listening) */
+    unsigned char resume_sig; /* its next resume sends this signal (um_set_resume_signal) */
     unsigned drop_step_trap : 1; /* its notified call was interrupted while stepped: the step's
                                   * trap of that first try is the monitor's doing, not shown */
     unsigned py_int : 1;      /* Python interrupted it (um_interrupt): the stop is Python's */

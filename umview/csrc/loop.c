@@ -8,6 +8,11 @@
 void resume(pid_t tid, int req, int sig)
 {
     struct um_thread *t = thr(tid);
+    if (t->resume_sig && req != PTRACE_LISTEN) {
+        if (!sig)
+            sig = t->resume_sig;
+        t->resume_sig = 0;
+    }
     if ((t->exit_wanted || t->await_entry || t->inner_sys || t->pinned) && req == PTRACE_CONT)
         req = PTRACE_SYSCALL; /* keep the syscall stop we (or an inner tracer) wait for */
     else if (t->inner_emu && req == PTRACE_CONT) /* its inner tracer emulates its calls: */
