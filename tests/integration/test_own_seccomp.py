@@ -278,6 +278,30 @@ def test_own_listener_is_refused_in_a_view_without_modules(prog, notif):
     assert viewed.stdout.decode().splitlines() == ["listen getuid: EBUSY", "call getuid: 0"], viewed.stderr
 
 
+SECCOMP_FLAGS = (
+    "import ctypes, errno\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.prctl(38, 1, 0, 0, 0)\n"  # PR_SET_NO_NEW_PRIVS
+    "insn = (ctypes.c_uint64 * 1)(0x7fff000000000006)\n"  # BPF_RET|BPF_K, SECCOMP_RET_ALLOW
+    "prog = (ctypes.c_uint64 * 2)(1, ctypes.addressof(insn))\n"
+    "for flags in (8 | 0x80000000, 8 | 1, 8 | 0x40, 8 | 0x100):\n"
+    "    r = libc.syscall(317, 1, flags, prog)\n"  # seccomp(SET_MODE_FILTER, flags, prog)
+    "    print(hex(flags), r, errno.errorcode.get(ctypes.get_errno()) if r < 0 else '')\n"
+)
+
+
+@pytest.mark.parametrize("notif", NOTIF)
+def test_a_listener_with_flags_the_kernel_refuses_gets_its_einval_not_ebusy(notif):
+    """The kernel checks the flags first (an unknown one, TSYNC with a
+    listener without TSYNC_ESRCH: EINVAL) and refuses a second listener last
+    (EBUSY): the view refused every listener with EBUSY, before the flags."""
+    native = run(["/usr/bin/python3", "-c", SECCOMP_FLAGS])
+    assert native.stdout.decode().count("EINVAL") == 4, native
+    viewed = run(umview_for("root", "--", "/usr/bin/python3", "-c", SECCOMP_FLAGS),
+                 env=dict(os.environ, UMVIEW_NOTIF=notif))
+    assert (viewed.returncode, viewed.stdout) == (native.returncode, native.stdout), viewed.stderr
+
+
 # --- the view stays after a filter of its own -------------------------------------------
 
 @pytest.mark.parametrize("notif", NOTIF)

@@ -110,23 +110,36 @@ static void emit_control(struct bpf_buf *b, uint32_t bias)
     emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, RET_TRACE_UM));
 }
 
+/* seccomp(2)'s filter flags as of Linux 6.18 (SECCOMP_FILTER_FLAG_MASK):
+ * TSYNC, LOG, SPEC_ALLOW, NEW_LISTENER, TSYNC_ESRCH, WAIT_KILLABLE_RECV */
+#define OWN_TSYNC_ESRCH (1U << 4)
+#define OWN_FILTER_FLAGS 0x3fU
+
 /* Filters of the process's own (docs/internals.md, "A process's own seccomp
  * filters"). A listener would outrank the view (RET_USER_NOTIF beats
  * RET_TRACE, and a CONTINUE answer skips every filter of lower precedence):
  * seccomp(2) asking for one (SECCOMP_SET_MODE_FILTER with
  * SECCOMP_FILTER_FLAG_NEW_LISTENER) fails with EBUSY, as the kernel refuses a
- * second listener in a filter tree. Any other filter it installs, and every
+ * second listener in a filter tree, after the flags it refuses first (an
+ * unknown one, TSYNC with a listener but not TSYNC_ESRCH: EINVAL, which the
+ * call gets by running). Any other filter it installs, and every
  * prctl(PR_SET_SECCOMP) (which cannot ask for a listener: its flags are 0),
  * stops: own_trace_stop runs it and keeps a copy. op, flags and option are
  * ints: their low words. The accumulator holds the number (with its bias)
  * and holds it again after. */
 static void emit_own_filters(struct bpf_buf *b, uint32_t nr_seccomp, uint32_t nr_prctl)
 {
-    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr_seccomp, 0, 6));
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr_seccomp, 0, 9));
     emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args)));
-    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SECCOMP_SET_MODE_FILTER, 0, 8));
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SECCOMP_SET_MODE_FILTER, 0, 11));
     emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args) + 8));
-    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, SECCOMP_FILTER_FLAG_NEW_LISTENER, 0, 1));
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, SECCOMP_FILTER_FLAG_NEW_LISTENER, 0, 4));
+    /* flags the kernel refuses first (EINVAL, before it looks at anything
+     * else): an unknown one, TSYNC with a listener but without TSYNC_ESRCH.
+     * The call stops, and the kernel refuses it when it runs */
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, ~(uint32_t)OWN_FILTER_FLAGS, 3, 0));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_ALU | BPF_AND | BPF_K, SECCOMP_FILTER_FLAG_TSYNC | OWN_TSYNC_ESRCH));
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SECCOMP_FILTER_FLAG_TSYNC, 1, 0));
     emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EBUSY));
     emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, RET_TRACE_UM));
     emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr_prctl, 0, 4));
@@ -166,7 +179,10 @@ int own_filter_call(int abi, uint64_t nr, const uint64_t *args)
     int i386 = abi == UM_ABI_I386;
     if (nr == (i386 ? UM_NR_SECCOMP_I386 : UM_NR_SECCOMP_64 | bias))
         return (uint32_t)args[0] == SECCOMP_SET_MODE_FILTER &&
-               !((uint32_t)args[1] & SECCOMP_FILTER_FLAG_NEW_LISTENER);
+               (!((uint32_t)args[1] & SECCOMP_FILTER_FLAG_NEW_LISTENER) || /* or one the kernel refuses */
+                ((uint32_t)args[1] & ~OWN_FILTER_FLAGS) ||                   /* by its flags (EINVAL): */
+                ((uint32_t)args[1] & (SECCOMP_FILTER_FLAG_TSYNC | OWN_TSYNC_ESRCH)) == /* as the filter */
+                    SECCOMP_FILTER_FLAG_TSYNC);
     if (nr == (i386 ? UM_NR_PRCTL_I386 : UM_NR_PRCTL_64 | bias))
         return (uint32_t)args[0] == PR_SET_SECCOMP ? 2 : 0;
     return 0;
