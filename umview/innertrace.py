@@ -61,7 +61,9 @@ _USER_REGS = 27 * 8      # struct user_regs_struct
 _ORIG_RAX = 15 * 8       # its orig_rax
 _RAX = 10 * 8
 _TRAP_BRKPT = 1
-_NR = {"x86_64": {"wait4": 61, "waitid": 247, "pause": 34}}
+_RDI = 14 * 8
+_NR = {"x86_64": {"wait4": 61, "waitid": 247, "pause": 34, "clone": 56}}
+_CLONE_PTRACE = 0x2000
 
 
 _PROC_FILE = re.compile(rb"^/proc/(self|thread-self|\d+)(?:/task/(\d+))?/(status|stat)$")
@@ -604,8 +606,28 @@ class InnerTracing(Engine):
         event, option = ((EVENT_CLONE, O_TRACECLONE) if flags & lib.UM_FORK_THREAD
                          else (EVENT_VFORK, O_TRACEVFORK) if flags & lib.UM_FORK_VFORK
                          else (EVENT_FORK, O_TRACEFORK))
-        if not t.options & option or ev.msg <= 0:
+        if ev.msg <= 0:
             return False
+        if not t.options & option:
+            if self._clone_ptrace(ev.tid):
+                self._attach_child(t, ev, event)  # traced too, and no event (kernel/fork.c)
+            return False
+        self._attach_child(t, ev, event)
+        t.eventmsg = ev.msg
+        return self._report(t, _stop(signal.SIGTRAP, event), "event")
+
+    def _clone_ptrace(self, tid):
+        """Did tid's clone (at its fork event stop) ask for CLONE_PTRACE?"""
+        try:
+            regs = self._get(tid, GETREGS, 0, _USER_REGS)
+        except OSError:
+            return False
+        orig, flags = struct.unpack_from("<qQ", regs, _ORIG_RAX)[0], struct.unpack_from("<Q", regs, _RDI)[0]
+        return orig == _NR["x86_64"]["clone"] and bool(flags & _CLONE_PTRACE)
+
+    def _attach_child(self, t, ev, event):
+        """The child of tracee t's fork event, traced by t's tracer."""
+        flags = ev.flags
         child = Tracee(ev.msg, t.tracer, t.tgid, t.seized, t.options)
         child.pgid = t.pgid
         child.clone = _tgid(ev.msg) != ev.msg if event == EVENT_CLONE else False
@@ -617,8 +639,6 @@ class InnerTracing(Engine):
             lib.um_resume(child.tid, lib_PTRACE_CONT, 0)  # held at its first stop by the C core
         elif flags & lib.UM_FORK_RAN:
             lib.um_interrupt(ev.msg)  # its first stop is past: a stop to stand for it
-        t.eventmsg = ev.msg
-        return self._report(t, _stop(signal.SIGTRAP, event), "event")
 
     def exec_event(self, ev):
         if ev.msg != ev.tid:

@@ -71,6 +71,9 @@ TRACERS = {
     # a signal given at a syscall stop is the kernel's (SI_KERNEL), one changed
     # at a signal-delivery stop the tracer's (SI_USER, its pid), one given at
     # an event stop ignored (it was sent by the monitor, SI_TKILL, every time)
+    # a clone() with CLONE_PTRACE: the child is its parent's tracer's too, no
+    # event (it ran untraced)
+    "cloneptrace": (("cloneptrace",), False, rb"grandchild: stopped by 19, event 0\ngrandchild: exited 7"),
     "inject": (("inject",), False, rb"code 128 pid 0, given SIGUSR2\nhandler: sig 12 code 0 pid tracer\n"),
 }
 
