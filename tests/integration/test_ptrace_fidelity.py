@@ -125,3 +125,18 @@ def test_proc_status_shows_the_inner_tracer_and_the_states_of_stops(tmp_path, mo
     finally:
         shutil.rmtree(layer, ignore_errors=True)
     assert (viewed.returncode, viewed.stdout, viewed.stderr) == (native.returncode, native.stdout, native.stderr)
+
+
+@pytest.mark.parametrize("notif", ["0", "1"])
+@pytest.mark.parametrize("mode", ["no-module", "unreal"])
+def test_a_tracer_under_strace_gets_only_the_stops_it_asked_for(progs, mode, notif):
+    """strace traces a tracer: the tracer's child inherited the real
+    PTRACE_O_TRACEEXIT the monitor set for strace, and its exit stop went to
+    the tracer, which never asked for it."""
+    need("strace")
+    prog = os.path.join(progs, "tracee_tracer")
+    native = run(["strace", "-qq", "-o", "/dev/null", prog], timeout=60)
+    assert native.stdout == b"stopped 19 event 0\nexit 3\n", native
+    viewed = run(umview_argv(*MODES[mode][0], "--", "strace", "-qq", "-o", "/dev/null", prog),
+                 env=dict(os.environ, UMVIEW_NOTIF=notif), timeout=60)
+    assert (viewed.returncode, viewed.stdout) == (native.returncode, native.stdout), viewed.stderr

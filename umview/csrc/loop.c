@@ -624,6 +624,8 @@ int um_next(struct um_event *ev)
                     c->vroot = parent->vroot;
                     c->landlocked = parent->landlocked;
                     c->need_filter |= parent->need_filter;
+                    if (parent->inner_exitev && !c->inner_exitev)
+                        c->opts_dirty = 1; /* it inherited the real PTRACE_O_TRACEEXIT: off at its next stop */
                     mm_child(child, tid, mm_event_shares(tid));
                     own_filters_inherit(c, parent);
                     if (held) {
@@ -667,7 +669,9 @@ int um_next(struct um_event *ev)
                     return process_event(ev, UM_EV_EXEC, tid, (long)msg, thr(tid)->inner ? UM_INNER_EVENT : 0,
                                          status);
             } else if (event == PTRACE_EVENT_EXIT) {
-                if (thr(tid)->inner) {
+                /* only for a tracer that asked: a thread whose creator's tracer
+                 * asked inherits the real option (kernel/ptrace.c) */
+                if (thr(tid)->inner && thr(tid)->inner_exitev) {
                     ptrace(PTRACE_GETEVENTMSG, tid, 0, &msg);
                     return stop_event(ev, tid, status, (long)msg, NULL);
                 }
