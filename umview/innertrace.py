@@ -111,7 +111,7 @@ class Tracee:
 
     __slots__ = ("tid", "tracer", "tgid", "seized", "options", "state", "kind", "status", "eventmsg",
                  "sys", "step", "shown_nr", "real_child", "clone", "expect_initial", "interrupt", "pgid",
-                 "proc", "emu", "emu_entry")
+                 "proc", "emu", "emu_entry", "vtid")
 
     def __init__(self, tid, tracer, tgid, seized, options=0):
         self.tid = tid
@@ -127,6 +127,7 @@ class Tracee:
         self.step = False
         self.emu = False        # resumed with PTRACE_SYSEMU(_SINGLESTEP): the kernel skips its calls
         self.emu_entry = False  # held at an entry stop reached so: the call is skipped, not decided
+        self.vtid = tid         # its id in its tracer's pid namespace (_tracer_view)
         self.shown_nr = None    # the number the tracer sees at the exit of a call the view changed
         self.real_child = False  # its process is a child of the tracer's (the real wait reports its exit)
         self.clone = False      # a thread: waited for only with __WALL or __WCLONE
@@ -139,11 +140,12 @@ class Tracee:
 class _Exited:
     """An exit to report to an inner tracer (a tracee not its child)."""
 
-    __slots__ = ("tid", "status", "clone", "pgid", "proc")
+    __slots__ = ("tid", "status", "clone", "pgid", "proc", "vtid")
 
-    def __init__(self, tid, status, clone, pgid, proc=None):
+    def __init__(self, tid, status, clone, pgid, proc=None, vtid=None):
         self.tid, self.status, self.clone, self.pgid = tid, status, clone, pgid
         self.proc = proc  # the process of a thread (clone)
+        self.vtid = tid if vtid is None else vtid  # its id in its tracer's pid namespace
 
 
 class InnerTracing(Engine):
@@ -167,6 +169,7 @@ class InnerTracing(Engine):
         self.active = False
         self._tgids = {}    # tid -> tgid, while the thread lives (exit_event forgets it)
         self._sigchld = {}  # tracer tgid -> (when asked, does it see SIGCHLD)
+        self._levels = {}   # tracer tgid -> the depth of its pid namespace below the monitor's
 
     def tgid_of(self, tid):
         tgid = self._tgids.get(tid)
@@ -207,6 +210,59 @@ class InnerTracing(Engine):
         if call.name in self._OPENS:
             return self._proc_file(call)
         return self._wait(call)
+
+    # --- a tracer in a pid namespace of its own (unshare -p, a container) ---
+    def _level(self, tgid):
+        """How deep process tgid's pid namespace is below the monitor's."""
+        level = self._levels.get(tgid)
+        if level is None:
+            level = self._levels[tgid] = max(len(_ns_ids(tgid, "NSpid")) - 1, 0)
+        return level
+
+    def _virtual(self, tracer_tgid, tid):
+        """tid's id as process tracer_tgid knows it (0: not in its namespace)."""
+        level = self._level(tracer_tgid)
+        if not level:
+            return tid
+        ids = _ns_ids(tid, "NSpid")
+        return ids[level] if len(ids) > level else 0
+
+    def _global(self, tracer_tid, vpid, scan=False, field="NSpid"):
+        """The thread (or, field NSpgid, process group) tracer_tid names vpid
+        in its pid namespace: its tracees first, with scan every thread of the
+        view. Unknown: a pid no thread has."""
+        tgid = self.tgid_of(tracer_tid)
+        level = self._level(tgid)
+        if not level or vpid <= 0:
+            return vpid
+        if field == "NSpid":
+            for t in self.tracees.values():
+                if t.vtid == vpid and (t.tgid == tgid or t.tracer is None and t.tgid == tgid):
+                    return t.tid
+        if scan or field != "NSpid":
+            mine = _ns_inode(tgid)
+            for task in _all_tasks():
+                ids = _ns_ids(task, field)
+                if len(ids) > level and ids[level] == vpid and (len(ids) > level + 1 or _ns_inode(task) == mine):
+                    return ids[0]
+        return -(1 << 30)
+
+    def _wait_args(self, tid, name, args):
+        """A wait's pid or process group argument, as the monitor names it."""
+        if not self._level(self.tgid_of(tid)):
+            return args
+        args = list(args)
+        if name == "waitid":
+            idtype, ident = args[0] & 0xFFFFFFFF, core.signed32(args[1])
+            if idtype in (P_PID, P_PGID) and ident > 0:
+                args[1] = self._global(tid, ident, field="NSpid" if idtype == P_PID else "NSpgid") & 0xFFFFFFFF
+        else:
+            pid = core.signed32(args[0])
+            if pid > 0:
+                args[0] = self._global(tid, pid) & 0xFFFFFFFF
+            elif pid < -1:
+                args[0] = -self._global(tid, -pid, field="NSpgid") & 0xFFFFFFFF
+        return args
 
     # --- /proc as a tracer sees it ---
     def _proc_file(self, call):
@@ -255,8 +311,9 @@ class InnerTracing(Engine):
         if req == TRACEME:
             return self._traceme(call)
         if req in (ATTACH, SEIZE):
-            return self._attach(call, req, pid, addr, data)
-        t = self.tracees.get(pid)
+            return self._attach(call, req, self._global(call.tid, pid, scan=True), addr, data)
+        t = self.tracees.get(self._global(call.tid, pid))
+        pid = t.tid if t is not None else pid
         if t is None or not self._is_its_tracer(t, call.tid):
             return Skip(-errno.ESRCH)
         if req == KILL:
@@ -348,6 +405,7 @@ class InnerTracing(Engine):
         t.pgid = _pgid(t.tid)
         self._activate()
         t.proc = _tgid(t.tid)
+        t.vtid = self._virtual(t.tgid, t.tid)
         self.tracees[t.tid] = t
         self._sync(t)
 
@@ -600,6 +658,7 @@ class InnerTracing(Engine):
     def fork_event(self, ev):
         """A fork/vfork/clone event of a tracee: True to hold the parent."""
         t = self.tracees.get(ev.tid)
+        _dbg("fork", ev.tid, ev.msg, hex(ev.flags), t is not None)
         if t is None:
             return False
         flags = ev.flags
@@ -613,7 +672,7 @@ class InnerTracing(Engine):
                 self._attach_child(t, ev, event)  # traced too, and no event (kernel/fork.c)
             return False
         self._attach_child(t, ev, event)
-        t.eventmsg = ev.msg
+        t.eventmsg = self.tracees[ev.msg].vtid if ev.msg in self.tracees else self._virtual(t.tgid, ev.msg)
         return self._report(t, _stop(signal.SIGTRAP, event), "event")
 
     def _clone_ptrace(self, tid):
@@ -633,6 +692,7 @@ class InnerTracing(Engine):
         child.clone = _tgid(ev.msg) != ev.msg if event == EVENT_CLONE else False
         child.expect_initial = True
         child.proc = _tgid(ev.msg)
+        child.vtid = self._virtual(t.tgid, child.tid)
         self.tracees[child.tid] = child
         self._sync(child)
         if flags & lib.UM_FORK_HELD and not self._initial(child):
@@ -646,16 +706,18 @@ class InnerTracing(Engine):
         t = self.tracees.get(ev.msg)
         if t is None:
             return False
+        former = t.vtid
         if ev.msg != ev.tid:  # a thread execed: it now has the leader's tid
             old = self.tracees.pop(ev.tid, None)
             if old is not None:
                 self._gone(old, 0)
             del self.tracees[ev.msg]
             t.tid = ev.tid
+            t.vtid = old.vtid if old is not None else self._virtual(t.tgid, ev.tid)
             self.tracees[ev.tid] = t
             self._sync(t)
         if t.options & O_TRACEEXEC:
-            t.eventmsg = ev.msg
+            t.eventmsg = former
             return self._report(t, _stop(signal.SIGTRAP, EVENT_EXEC), "event")
         if not t.seized:
             _tgkill(t.tid, signal.SIGTRAP)  # the legacy SIGTRAP after a successful execve
@@ -667,6 +729,7 @@ class InnerTracing(Engine):
         _dbg("exit", tid, hex(status))
         self._tgids.pop(tid, None)
         self._sigchld.pop(tid, None)
+        self._levels.pop(tid, None)
         self.waiters.pop(tid, None)
         t = self.tracees.pop(tid, None)
         if t is not None:
@@ -690,9 +753,16 @@ class InnerTracing(Engine):
             self.exited.pop(tid, None)
 
     def _gone(self, t, status):
+        if not t.clone:
+            # a zombie for its parent now: the tracer may have become that
+            # parent since the attach (an orphan reparented to it, the init
+            # of a pid namespace or a subreaper)
+            fields = _stat_fields(t.tid)
+            if fields is not None and _zombie(t.tid):
+                t.real_child = fields[0] == t.tgid
         if t.real_child and not t.clone:
             return  # its tracer reaps it with its own wait, as its parent
-        self.exited.setdefault(t.tgid, []).append(_Exited(t.tid, status, t.clone, t.pgid, t.proc))
+        self.exited.setdefault(t.tgid, []).append(_Exited(t.tid, status, t.clone, t.pgid, t.proc, t.vtid))
         self._wake(t.tgid)
 
     def _initial(self, t):
@@ -736,7 +806,7 @@ class InnerTracing(Engine):
     def _wait(self, call):
         tgid = self.tgid_of(call.tid)
         name = call.name
-        args = [_u64(a) for a in call.args]
+        args = self._wait_args(call.tid, name, [_u64(a) for a in call.args])
         self.waiters.pop(call.tid, None)  # a wait it left (a stop it was woken for may still come)
         served = self._serve_wait(call.tid, tgid, name, args)
         if _DEBUG:
@@ -847,16 +917,17 @@ class InnerTracing(Engine):
                 word = t.status
                 if not nowait:
                     t.status = None
-                return self._write_wait(tid, name, args, t.tid, word)
+                return self._write_wait(tid, name, args, t.tid, word, t.vtid)
         if name == "waitid" and not options & WEXITED:
             return None
         entry = next((e for e in self.exited.get(tgid, ()) if self._match(tgid, name, args, e.tid, e.clone, e.pgid)),
                      None)
         if entry is None or entry.clone and self._leader_exiting(entry.proc) and not self._reap(entry.proc):
             return None
+        _dbg("exit served", entry.tid, entry.vtid, hex(entry.status))
         if not nowait:
             self.exited[tgid].remove(entry)
-        return self._write_wait(tid, name, args, entry.tid, entry.status)
+        return self._write_wait(tid, name, args, entry.tid, entry.status, entry.vtid)
 
     def _reap(self, pid):
         """Collect pid's exit ahead of the monitor's loop (um_reap) and take
@@ -904,7 +975,9 @@ class InnerTracing(Engine):
             return False
 
     @staticmethod
-    def _write_wait(tid, name, args, who, word):
+    def _write_wait(tid, name, args, who, word, vwho):
+        """Write the wait's results for who's status word; vwho: who's id in
+        the waiter's pid namespace."""
         if name == "waitid":
             if args[2]:
                 if os.WIFEXITED(word):
@@ -914,7 +987,7 @@ class InnerTracing(Engine):
                 else:
                     code, st = CLD_TRAPPED, word >> 8
                 uid = _uid(who)
-                info = struct.pack("<iiiiiI", signal.SIGCHLD, 0, code, 0, who, uid) + struct.pack("<i", st)
+                info = struct.pack("<iiiiiI", signal.SIGCHLD, 0, code, 0, vwho, uid) + struct.pack("<i", st)
                 core.write_mem(tid, args[2], info.ljust(128, b"\0"))
             if args[4]:
                 core.write_mem(tid, args[4], bytes(144))
@@ -923,7 +996,7 @@ class InnerTracing(Engine):
             core.write_mem(tid, args[1], struct.pack("<i", word))
         if args[3]:
             core.write_mem(tid, args[3], bytes(144))  # struct rusage: not kept for emulated stops
-        return who
+        return vwho
 
     def _answer_waiter(self, tid):
         """The interrupt stop of a tracer blocked in a wait: answer it there if
@@ -1049,6 +1122,31 @@ def _exiting(tid, patience=0.02):
         elif time.monotonic() > deadline:
             return False
         os.sched_yield()
+
+
+def _ns_ids(tid, field):
+    """NSpid or NSpgid of tid: its ids from the monitor's pid namespace down
+    to its own."""
+    try:
+        return [int(x) for x in core.proc_status(tid, field)[field]]
+    except (OSError, KeyError, ValueError):
+        return []
+
+
+def _ns_inode(tid):
+    try:
+        return os.stat(f"/proc/{tid}/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def _all_tasks():
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                yield from (int(t) for t in os.listdir(f"/proc/{pid}/task"))
+            except OSError:
+                continue
 
 
 def _pgid(tid):

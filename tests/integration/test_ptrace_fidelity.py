@@ -140,3 +140,24 @@ def test_a_tracer_under_strace_gets_only_the_stops_it_asked_for(progs, mode, not
     viewed = run(umview_argv(*MODES[mode][0], "--", "strace", "-qq", "-o", "/dev/null", prog),
                  env=dict(os.environ, UMVIEW_NOTIF=notif), timeout=60)
     assert (viewed.returncode, viewed.stdout) == (native.returncode, native.stdout), viewed.stderr
+
+
+PIDNS = ("sh -c 'true & wait; (sleep 0.1; exit 3) & wait $!; echo $?; "
+         "sh -c \"true & exec sleep 0.2\" & wait'")
+
+
+@pytest.mark.parametrize("notif", ["0", "1"])
+def test_a_tracer_in_a_pid_namespace_of_its_own(notif):
+    """strace -f as the init of a new pid namespace (unshare -pf): the ids in
+    its requests, waits and fork events are its namespace's (they were the
+    monitor's, and strace hung on pids it never heard of); a grandchild
+    orphaned to it is its own child then, whose exit the kernel reports to
+    it, not the view too (strace crashed on the second report)."""
+    need("strace", "unshare")
+    argv = ["unshare", "-Urpf", "strace", "-f", "-qq", "-e", "trace=exit_group", "-o", "/dev/null", "sh", "-c", PIDNS]
+    native = run(argv, timeout=60)
+    if native.returncode and b"unshare" in native.stderr:
+        pytest.skip("no unprivileged pid namespaces here")
+    assert native.stdout == b"3\n", native
+    viewed = run(umview_argv("--", *argv), env=dict(os.environ, UMVIEW_NOTIF=notif), timeout=60)
+    assert (viewed.returncode, viewed.stdout, viewed.stderr) == (native.returncode, native.stdout, native.stderr)
