@@ -56,7 +56,8 @@
 #define UM_EV_SYSCALL_EXIT 2 /* the exit of a call Python asked to see */
 #define UM_EV_FORK 3         /* a new tracee: msg = new tid, flags: UM_FORK_* */
 #define UM_EV_EXEC 4         /* tid execed; msg = former tid */
-#define UM_EV_EXIT 5         /* tid is gone; status = its wait status */
+#define UM_EV_EXIT 5         /* tid is gone; status = its wait status; with UM_INNER_EVENT, msg =
+                              * the parent of the zombie it left (0: none, reaped already) */
 #define UM_EV_ERROR 6        /* waitpid failed unexpectedly; msg = errno */
 #define UM_EV_NOTIF 7        /* a claimed call waiting as a user notification (UM_CLAIM_NOTIFY):
                               * abi, sc, nr, args, ip as at UM_EV_SYSCALL; no ptrace stop, so

@@ -283,6 +283,10 @@ class InnerTracing(Engine):
             tid = fdpass.proc_pid(who, call.tid, self.tgid_of)
         except ValueError:
             return CONTINUE
+        if self.tgid_of(tid) == self.tgid_of(call.tid):
+            # its own: the real file (fstatfs, /proc/self/fd say procfs; a
+            # copy would be a memfd), TracerPid showing the monitor
+            return CONTINUE
         new = self._proc_view(tid, text, kind == b"status")
         if new == text:
             return CONTINUE
@@ -723,7 +727,7 @@ class InnerTracing(Engine):
             _tgkill(t.tid, signal.SIGTRAP)  # the legacy SIGTRAP after a successful execve
         return False
 
-    def exit_event(self, tid, status):
+    def exit_event(self, tid, status, parent=None):
         """A thread of the view is gone: a tracee's exit goes to its tracer;
         a tracer's tracees are detached (or killed: PTRACE_O_EXITKILL)."""
         _dbg("exit", tid, hex(status))
@@ -733,7 +737,9 @@ class InnerTracing(Engine):
         self.waiters.pop(tid, None)
         t = self.tracees.pop(tid, None)
         if t is not None:
-            self._gone(t, status)
+            self._gone(t, status, parent)
+            if not t.clone:
+                self._reparented(t)
         for tgid, entries in list(self.exited.items()):
             if any(e.clone and e.proc == tid for e in entries):
                 self._wake(tgid)  # a thread's exit held for this leader's (_leader_exiting)
@@ -752,14 +758,29 @@ class InnerTracing(Engine):
         if tid in self.exited and not any(o.tgid == tid for o in self.tracees.values()):
             self.exited.pop(tid, None)
 
-    def _gone(self, t, status):
+    def _reparented(self, gone):
+        """A traced process is gone: its children are now another's (the
+        kernel reparents them at its exit, before the monitor collects it),
+        maybe its tracer's (the init of a pid namespace, a subreaper); that
+        tracer then is their parent, and the kernel reports their exits."""
+        for t in self.tracees.values():
+            if t.tgid == gone.tgid and not t.clone and not t.real_child:
+                fields = _stat_fields(t.tid)
+                if fields is not None:
+                    t.real_child = fields[0] == t.tgid
+
+    def _gone(self, t, status, parent=None):
         if not t.clone:
-            # a zombie for its parent now: the tracer may have become that
-            # parent since the attach (an orphan reparented to it, the init
-            # of a pid namespace or a subreaper)
-            fields = _stat_fields(t.tid)
-            if fields is not None and _zombie(t.tid):
-                t.real_child = fields[0] == t.tgid
+            # a zombie for its parent now (read by the C core as it collected
+            # the exit, before that parent may reap it): the tracer may have
+            # become that parent since the attach (an orphan reparented to
+            # it, the init of a pid namespace or a subreaper)
+            if parent is None:
+                fields = _stat_fields(t.tid)
+                parent = fields[0] if fields is not None and _zombie(t.tid) else 0
+            if parent:
+                t.real_child = parent == t.tgid
+            _dbg("gone", t.tid, "parent", parent, "tracer", t.tgid, "real child", t.real_child)
         if t.real_child and not t.clone:
             return  # its tracer reaps it with its own wait, as its parent
         self.exited.setdefault(t.tgid, []).append(_Exited(t.tid, status, t.clone, t.pgid, t.proc, t.vtid))

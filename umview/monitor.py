@@ -1068,7 +1068,7 @@ class Monitor:
                 for e in self._on_exit_status:
                     _run_hook(e.on_exit_status, ev.tid, ev.status)
                 if inner.active:
-                    inner.exit_event(ev.tid, ev.status)
+                    inner.exit_event(ev.tid, ev.status, ev.msg)
             elif kind == lib.UM_EV_DONE:
                 return
             elif kind == lib.UM_EV_ERROR:

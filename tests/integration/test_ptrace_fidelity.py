@@ -95,6 +95,7 @@ strace -qq -o /dev/null -p $s & t=$!
 until grep -q "TracerPid:.$t$" /proc/$s/status; do sleep 0.05; done
 grep -E "State|TracerPid" /proc/$s/status | sed "s/$t/STRACE/"
 cut -d' ' -f3 /proc/$s/stat /proc/$s/task/$s/stat
+exec 3< /proc/$$/status; readlink /proc/$$/fd/3 | sed "s/$$/SELF/"; exec 3<&-
 kill -STOP $s; sleep 0.3
 grep -E "State|TracerPid" /proc/$s/status /proc/$s/task/$s/status | sed "s/$t/STRACE/; s/$s/PID/g"
 kill $t; wait $t
@@ -111,7 +112,8 @@ def test_proc_status_shows_the_inner_tracer_and_the_states_of_stops(tmp_path, mo
     """/proc/PID/status and stat as natively while strace attaches, the
     process stops and strace detaches: TracerPid is strace's (it was the
     monitor's), "t (tracing stop)" only at a stop strace knows of, and the
-    process strace left in its group-stop is "T (stopped)" (it was "t")."""
+    process strace left in its group-stop is "T (stopped)" (it was "t"); a
+    process's own status stays the real file (it was a memfd)."""
     need("strace")
     script = tmp_path / "states.sh"
     script.write_text(PROC_STATES)

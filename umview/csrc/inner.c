@@ -47,6 +47,30 @@ int um_resume(int tid, int req, int sig)
     return 0;
 }
 
+/* The parent of tid, a zombie the monitor just collected (as its tracer): the
+ * process its exit is now the kernel's to report to; 0 if it is gone already
+ * (its parent reaped it) or cannot be read. Read at once: that parent may
+ * reap it any moment. */
+long zombie_parent(pid_t tid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    char *end = strrchr(buf, ')');
+    char state;
+    long ppid;
+    if (!end || sscanf(end + 1, " %c %ld", &state, &ppid) != 2 || (state != 'Z' && state != 'X'))
+        return 0;
+    return ppid;
+}
+
 int um_set_resume_signal(int tid, int sig)
 {
     if (sig < 0 || sig > 64)

@@ -327,6 +327,7 @@ int serve_move(pid_t tid, const struct seccomp_notif *req, const struct um_decid
 void creds_changed(pid_t tid, int landlock);
 
 /* inner.c */
+long zombie_parent(pid_t tid);
 void apply_options(pid_t tid);
 
 /* notif.c */

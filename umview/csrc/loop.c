@@ -430,8 +430,9 @@ int um_next(struct um_event *ev)
                 release_orphans(0);
             int inner = thr(tid)->inner;
             thread_forget(tid);
-            if ((event_mask & UM_WANT_EXIT) || inner)
-                return process_event(ev, UM_EV_EXIT, tid, 0, inner ? UM_INNER_EVENT : 0, status);
+            if ((event_mask & UM_WANT_EXIT) || inner) /* msg: the parent that now reports it */
+                return process_event(ev, UM_EV_EXIT, tid, inner ? zombie_parent(tid) : 0,
+                                     inner ? UM_INNER_EVENT : 0, status);
             continue;
         }
         if (!WIFSTOPPED(status))
