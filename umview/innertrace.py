@@ -711,13 +711,21 @@ class InnerTracing(Engine):
         if t is None:
             return False
         former = t.vtid
-        if ev.msg != ev.tid:  # a thread execed: it now has the leader's tid
+        if ev.msg != ev.tid:
+            # a thread execed: it now has the leader's tid, and is the leader
+            # (clone no more, its parent the leader's). The old leader
+            # reports no death (ptrace(2), execve under ptrace): it is gone
+            # without a trace; the other threads' exits came as exits
             old = self.tracees.pop(ev.tid, None)
-            if old is not None:
-                self._gone(old, 0)
             del self.tracees[ev.msg]
             t.tid = ev.tid
-            t.vtid = old.vtid if old is not None else self._virtual(t.tgid, ev.tid)
+            t.clone = False
+            if old is not None:
+                t.vtid, t.real_child, t.pgid = old.vtid, old.real_child, old.pgid
+            else:
+                t.vtid = self._virtual(t.tgid, ev.tid)
+                fields = _stat_fields(ev.tid)
+                t.real_child = fields is not None and fields[0] == t.tgid
             self.tracees[ev.tid] = t
             self._sync(t)
         if t.options & O_TRACEEXEC:

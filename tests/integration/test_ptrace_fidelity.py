@@ -163,3 +163,28 @@ def test_a_tracer_in_a_pid_namespace_of_its_own(notif):
     assert native.stdout == b"3\n", native
     viewed = run(umview_argv("--", *argv), env=dict(os.environ, UMVIEW_NOTIF=notif), timeout=60)
     assert (viewed.returncode, viewed.stdout, viewed.stderr) == (native.returncode, native.stdout, native.stderr)
+
+
+@pytest.mark.parametrize("notif", ["0", "1"])
+@pytest.mark.parametrize("mode", ["no-module", "unreal"])
+def test_strace_f_of_a_thread_that_is_not_the_leader_calling_execve(progs, tmp_path, mode, notif):
+    """The exec comes with the leader's tid, the other threads exit, the old
+    leader reports no death: strace -f logs what it logs natively (it died
+    of SIGSEGV on a second exec after the view reported the leader's death
+    and kept the execed thread a thread)."""
+    need("strace")
+    prog = os.path.join(progs, "thread_exec")
+    logs = {}
+    results = {}
+    for where in ("native", "view"):
+        log = tmp_path / where
+        argv = ["strace", "-f", "-qq", "-e", "trace=execve,exit,exit_group", "-o", str(log), prog]
+        if where == "view":
+            argv = umview_argv(*MODES[mode][0], "--", *argv)
+        results[where] = run(argv, env=dict(os.environ, UMVIEW_NOTIF=notif), timeout=60)
+        logs[where] = sorted(re.sub(r"0x[0-9a-f]+|\d{3,}", "N", re.sub(r"^\d+ +", "", line)) for line in log.read_text().splitlines())
+    native, viewed = results["native"], results["view"]
+    assert native.returncode == 0 and native.stdout == b"execed twice\n", native
+    assert any("superseded by execve" in line for line in logs["native"]), logs["native"]
+    assert (viewed.returncode, viewed.stdout) == (native.returncode, native.stdout), viewed.stderr
+    assert logs["view"] == logs["native"]
