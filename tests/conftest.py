@@ -1,4 +1,5 @@
 """Shared fixtures: run a command natively and under umview, compare."""
+import contextlib
 import functools
 import os
 import shutil
@@ -6,6 +7,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 import uuid
 
@@ -223,3 +225,23 @@ def processes_with_arg(arg):
         if arg in args and state != b"Z":
             found.append(int(entry))
     return found
+
+
+@contextlib.contextmanager
+def built_programs(prefix, sources):
+    """The C programs sources, built with gcc -O1 -Wall -pthread in a new
+    directory of /var/tmp (a sandbox's /tmp is its own) that every user may
+    read: {name: executable}. Removed afterwards."""
+    need("gcc")
+    out = tempfile.mkdtemp(prefix=prefix, dir="/var/tmp")
+    os.chmod(out, 0o755)
+    try:
+        exes = {}
+        for src in sources:
+            name = os.path.basename(src)[:-2]
+            exes[name] = os.path.join(out, name)
+            r = run(["gcc", "-O1", "-Wall", "-pthread", "-o", exes[name], src])
+            assert r.returncode == 0, r.stderr.decode(errors="replace")
+        yield exes
+    finally:
+        shutil.rmtree(out, ignore_errors=True)

@@ -62,6 +62,7 @@ _ORIG_RAX = 15 * 8       # its orig_rax
 _RAX = 10 * 8
 _TRAP_BRKPT = 1
 _RDI = 14 * 8
+_RIP = 16 * 8
 _NR = {"x86_64": {"wait4": 61, "waitid": 247, "pause": 34, "clone": 56}}
 _CLONE_PTRACE = 0x2000
 
@@ -237,7 +238,7 @@ class InnerTracing(Engine):
             return vpid
         if field == "NSpid":
             for t in self.tracees.values():
-                if t.vtid == vpid and (t.tgid == tgid or t.tracer is None and t.tgid == tgid):
+                if t.vtid == vpid and t.tgid == tgid:
                     return t.tid
         if scan or field != "NSpid":
             mine = _ns_inode(tgid)
@@ -276,16 +277,13 @@ class InnerTracing(Engine):
             return CONTINUE
         m = _PROC_FILE.match(call.paths()[0])
         who, kind = m.group(2) or m.group(1), m.group(3)
-        text = fdpass.view_proc_file(call, who, kind)
-        if text is None:
-            return CONTINUE
-        try:
-            tid = fdpass.proc_pid(who, call.tid, self.tgid_of)
-        except ValueError:
-            return CONTINUE
+        tid = fdpass.proc_pid(who, call.tid, self.tgid_of)
         if self.tgid_of(tid) == self.tgid_of(call.tid):
             # its own: the real file (fstatfs, /proc/self/fd say procfs; a
             # copy would be a memfd), TracerPid showing the monitor
+            return CONTINUE
+        text = fdpass.view_proc_file(call, who, kind)
+        if text is None:
             return CONTINUE
         new = self._proc_view(tid, text, kind == b"status")
         if new == text:
@@ -297,9 +295,8 @@ class InnerTracing(Engine):
         state = re.search(rb"(?m)^State:\t(\S).*$" if status else rb"\) (\S) ", text)
         if state and state.group(1) == b"t" and (t is None or t.state not in ("stopped", "listening")):
             # a stop of the monitor's own, or a group-stop it listens to
-            letter = b"T" if t is None and lib.um_listening(tid) else b"R"
-            shown = (b"State:\t" + letter + (b" (stopped)" if letter == b"T" else b" (running)")) if status \
-                else b") " + letter + b" "
+            shown = b"T (stopped)" if t is None and lib.um_listening(tid) else b"R (running)"
+            shown = b"State:\t" + shown if status else b") " + shown[:1] + b" "
             text = text[:state.start()] + shown + text[state.end():]
         if status:
             tracer = 0 if t is None else (t.tracer or t.tgid)
@@ -533,7 +530,7 @@ class InnerTracing(Engine):
         """The siginfo of a step's trap at the end of a system call (x86's
         user_single_step_report: SIGTRAP, TRAP_BRKPT, si_addr the next
         instruction), where the thread really is at a syscall-exit stop."""
-        rip = struct.unpack_from("<Q", self._get(pid, GETREGS, 0, _USER_REGS), 16 * 8)[0]
+        rip = struct.unpack_from("<Q", self._get(pid, GETREGS, 0, _USER_REGS), _RIP)[0]
         return struct.pack("<iiiiQ", signal.SIGTRAP, 0, _TRAP_BRKPT, 0, rip).ljust(128, b"\0")
 
     @staticmethod
@@ -693,9 +690,9 @@ class InnerTracing(Engine):
         flags = ev.flags
         child = Tracee(ev.msg, t.tracer, t.tgid, t.seized, t.options)
         child.pgid = t.pgid
-        child.clone = _tgid(ev.msg) != ev.msg if event == EVENT_CLONE else False
-        child.expect_initial = True
         child.proc = _tgid(ev.msg)
+        child.clone = event == EVENT_CLONE and child.proc != ev.msg
+        child.expect_initial = True
         child.vtid = self._virtual(t.tgid, child.tid)
         self.tracees[child.tid] = child
         self._sync(child)
@@ -724,8 +721,7 @@ class InnerTracing(Engine):
                 t.vtid, t.real_child, t.pgid = old.vtid, old.real_child, old.pgid
             else:
                 t.vtid = self._virtual(t.tgid, ev.tid)
-                fields = _stat_fields(ev.tid)
-                t.real_child = fields is not None and fields[0] == t.tgid
+                t.real_child = _ppid(ev.tid) == t.tgid
             self.tracees[ev.tid] = t
             self._sync(t)
         if t.options & O_TRACEEXEC:
@@ -773,9 +769,7 @@ class InnerTracing(Engine):
         tracer then is their parent, and the kernel reports their exits."""
         for t in self.tracees.values():
             if t.tgid == gone.tgid and not t.clone and not t.real_child:
-                fields = _stat_fields(t.tid)
-                if fields is not None:
-                    t.real_child = fields[0] == t.tgid
+                t.real_child = _ppid(t.tid) == t.tgid
 
     def _gone(self, t, status, parent=None):
         if not t.clone:
@@ -784,8 +778,7 @@ class InnerTracing(Engine):
             # become that parent since the attach (an orphan reparented to
             # it, the init of a pid namespace or a subreaper)
             if parent is None:
-                fields = _stat_fields(t.tid)
-                parent = fields[0] if fields is not None and _zombie(t.tid) else 0
+                parent = _ppid(t.tid, zombie=True)
             if parent:
                 t.real_child = parent == t.tgid
             _dbg("gone", t.tid, "parent", parent, "tracer", t.tgid, "real child", t.real_child)
@@ -1176,6 +1169,19 @@ def _all_tasks():
                 yield from (int(t) for t in os.listdir(f"/proc/{pid}/task"))
             except OSError:
                 continue
+
+
+def _ppid(tid, zombie=False):
+    """The parent of tid's process, or None (gone; with zombie, also when it
+    is not a zombie)."""
+    try:
+        with open(f"/proc/{tid}/stat", "rb") as f:
+            rest = f.read().rsplit(b")", 1)[1].split()
+        if zombie and rest[0] not in (b"Z", b"X"):
+            return None
+        return int(rest[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _pgid(tid):

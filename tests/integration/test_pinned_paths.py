@@ -23,7 +23,7 @@ import tempfile
 
 import pytest
 
-from conftest import NOBODY, need, need_user, run, umview_argv, umview_for
+from conftest import NOBODY, built_programs, need, need_user, run, umview_argv, umview_for
 
 PROG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs", "pin", "region.c")
 OPS = ("mprotect", "munmap", "mremap-from", "mremap-onto", "mmap-fixed", "madvise", "shmat")
@@ -32,16 +32,8 @@ NOTIF = {"notif-on": None, "notif-off": "0"}
 
 @pytest.fixture(scope="module")
 def region_prog():
-    need("gcc")
-    out = tempfile.mkdtemp(prefix="umview-pin-prog-", dir="/var/tmp")
-    os.chmod(out, 0o755)
-    try:
-        exe = os.path.join(out, "region")
-        r = run(["gcc", "-O1", "-Wall", "-pthread", "-o", exe, PROG])
-        assert r.returncode == 0, r.stderr.decode()
-        yield exe
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+    with built_programs("umview-pin-prog-", [PROG]) as exes:
+        yield exes["region"]
 
 
 @pytest.fixture

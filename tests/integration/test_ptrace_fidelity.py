@@ -11,7 +11,7 @@ import tempfile
 
 import pytest
 
-from conftest import need, run, umview_argv
+from conftest import built_programs, need, run, umview_argv
 
 PROGS = os.path.join(os.path.dirname(__file__), "progs", "ptrace")
 
@@ -27,17 +27,8 @@ MODES = {
 @pytest.fixture(scope="module")
 def progs():
     """progs/ptrace/*.c built in /var/tmp (a sandbox's /tmp is its own)."""
-    need("gcc")
-    out = tempfile.mkdtemp(prefix="umview-ptrace-progs-", dir="/var/tmp")
-    os.chmod(out, 0o755)
-    try:
-        for src in sorted(glob.glob(os.path.join(PROGS, "*.c"))):
-            exe = os.path.join(out, os.path.basename(src)[:-2])
-            r = run(["gcc", "-O1", "-Wall", "-pthread", "-o", exe, src])
-            assert r.returncode == 0, r.stderr
-        yield out
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+    with built_programs("umview-ptrace-progs-", sorted(glob.glob(os.path.join(PROGS, "*.c")))) as exes:
+        yield os.path.dirname(next(iter(exes.values())))
 
 
 def native_and_viewed(progs, mode, notif, prog, *args, path_arg=False):
