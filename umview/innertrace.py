@@ -67,6 +67,10 @@ _NR = {"x86_64": {"wait4": 61, "waitid": 247, "pause": 34, "clone": 56}}
 _CLONE_PTRACE = 0x2000
 
 
+# a copy _proc_file hands over is a memfd named for the file it stands for:
+# /proc/self/fd/N of it reads "/memfd:umview:/proc/PID/status (deleted)"
+_COPY_LINK = re.compile(r"^/memfd:umview:(/proc/.*) \(deleted\)$")
+_PROC_FD = re.compile(rb"^/proc/(self|thread-self|\d+)(?:/task/(\d+))?/fd/(\d+)$")
 _PROC_FILE = re.compile(rb"^/proc/(self|thread-self|\d+)(?:/task/(\d+))?/(status|stat)$")
 _DEBUG = bool(os.environ.get("UMVIEW_DEBUG_PTRACE"))
 
@@ -88,6 +92,16 @@ def _u64(value):
 def _s64(value):
     value = _u64(value)
     return value - (1 << 64) if value >> 63 else value
+
+
+def _proc_copy(tid, fd):
+    """The path of the /proc file that fd of thread tid is a copy of (one
+    _proc_file handed over), else None."""
+    try:
+        m = _COPY_LINK.match(os.readlink(f"/proc/{tid}/fd/{fd}"))
+    except (OSError, ValueError):
+        return None
+    return m and os.fsencode(m.group(1))
 
 
 def _tgid(tid):
@@ -159,7 +173,9 @@ class InnerTracing(Engine):
     newest = 2
     abis = frozenset({"x86_64"})  # i386 tracers: ENOSYS (docs/internals.md)
     _WAITS = frozenset({"wait4", "waitid", "waitpid"})
-    _OPENS = frozenset({"open", "openat", "openat2"})
+    OPENS = frozenset({"open", "openat", "openat2"})
+    _STATFS = frozenset({"fstatfs"})
+    _LINKS = frozenset({"readlink", "readlinkat", "statfs"})  # of /proc/PID/fd/N
 
     def __init__(self, monitor):
         self.monitor = monitor
@@ -186,9 +202,14 @@ class InnerTracing(Engine):
             return True
         if call.name in self._WAITS:
             return self._is_tracer(self.tgid_of(call.tid))
-        if call.name in self._OPENS:
+        if call.name in self.OPENS:
             paths = call.paths()
             return bool(paths and paths[0] is not None and _PROC_FILE.match(paths[0]))
+        if call.name in self._STATFS:
+            return _proc_copy(call.tid, core.signed32(call.args[0])) is not None
+        if call.name in self._LINKS:
+            paths = call.paths()
+            return bool(paths and paths[0] is not None and _PROC_FD.match(paths[0]))
         return False
 
     def _is_tracer(self, tgid):
@@ -199,17 +220,33 @@ class InnerTracing(Engine):
         if self.active:
             return
         self.active = True
-        self.syscalls = frozenset({"ptrace"}) | self._WAITS
-        # /proc/PID/status and stat as a tracer reads them (TracerPid, t/T)
-        self.path_syscalls = self._OPENS
-        self.prefixes = (b"/proc",)
+        self.syscalls = self.syscalls | self._WAITS
+        self.watch_proc(refresh=False)
         self.monitor.refresh_claims()
+
+    def watch_proc(self, refresh=True):
+        """/proc/PID/status and stat as a tracer reads them (TracerPid, t/T),
+        and fstatfs of a copy of such a file, which says procfs as of the
+        file. From the first inner tracer, or from the start where the view
+        traps opens anyway (a path module): in a view without, each open
+        would become a notification (docs/internals.md)."""
+        if self.path_syscalls:
+            return
+        self.syscalls = self.syscalls | self._STATFS
+        self.path_syscalls = self.OPENS | self._LINKS
+        self.prefixes = (b"/proc",)
+        if refresh:
+            self.monitor.refresh_claims()
 
     def enter(self, call):
         if call.name == "ptrace":
             return self._ptrace(call)
-        if call.name in self._OPENS:
+        if call.name in self.OPENS:
             return self._proc_file(call)
+        if call.name in self._STATFS:
+            return self._proc_statfs(call, 1)
+        if call.name in self._LINKS:
+            return self._proc_link(call)
         return self._wait(call)
 
     # --- a tracer in a pid namespace of its own (unshare -p, a container) ---
@@ -278,17 +315,58 @@ class InnerTracing(Engine):
         m = _PROC_FILE.match(call.paths()[0])
         who, kind = m.group(2) or m.group(1), m.group(3)
         tid = fdpass.proc_pid(who, call.tid, self.tgid_of)
-        if self.tgid_of(tid) == self.tgid_of(call.tid):
-            # its own: the real file (fstatfs, /proc/self/fd say procfs; a
-            # copy would be a memfd), TracerPid showing the monitor
-            return CONTINUE
         text = fdpass.view_proc_file(call, who, kind)
         if text is None:
             return CONTINUE
         new = self._proc_view(tid, text, kind == b"status")
         if new == text:
             return CONTINUE
-        return fdpass.hand_over_content(call, new, flags, "umview-" + kind.decode())
+        return fdpass.hand_over_content(call, new, flags, "umview:" + os.fsdecode(self._shown(call, m)))
+
+    def _shown(self, call, m):
+        """The path the kernel shows for the /proc file m names (its
+        /proc/PID/fd link): self and thread-self resolved, in the caller's
+        pid namespace."""
+        who = m.group(1)
+        if who in (b"self", b"thread-self"):
+            ids = _ns_ids(call.tid, "NSpid")
+            tid = ids[-1] if ids else call.tid
+            tgids = _ns_ids(self.tgid_of(call.tid), "NSpid")
+            tgid = tgids[-1] if tgids else self.tgid_of(call.tid)
+            who = b"%d" % tgid if who == b"self" else b"%d/task/%d" % (tgid, tid)
+        task = b"/task/" + m.group(2) if m.group(2) else b""
+        return b"/proc/" + who + task + b"/" + m.group(3)
+
+    def _proc_link(self, call):
+        """readlink (statfs) of /proc/PID/fd/N where N is a copy _proc_file
+        handed over: the path of (procfs, as) the file it stands for."""
+        m = _PROC_FD.match(call.paths()[0])
+        try:
+            tid = fdpass.proc_pid(m.group(2) or m.group(1), call.tid, self.tgid_of)
+        except ValueError:
+            return CONTINUE
+        path = _proc_copy(tid, int(m.group(3)))
+        if path is None:
+            return CONTINUE
+        if call.name == "statfs":
+            return self._proc_statfs(call, 1)
+        at = 1 if call.name == "readlink" else 2
+        buf, size = call.args[at], core.signed32(call.args[at + 1])
+        if size <= 0:
+            return Skip(-errno.EINVAL)
+        try:
+            call.write_mem(buf, path[:size])
+        except OSError:
+            return Skip(-errno.EFAULT)
+        return Skip(min(len(path), size))
+
+    def _proc_statfs(self, call, at):
+        """fstatfs of a copy _proc_file handed over, or statfs of its
+        /proc/PID/fd link: what the kernel says of the file it stands for
+        (the call run on /proc instead; at: the index of the buffer)."""
+        path = call.alloc(len(b"/proc") + 1)
+        call.write_mem(path, b"/proc\0")
+        return Skip(call.inject("statfs", path, call.args[at]))
 
     def _proc_view(self, tid, text, status):
         t = self.tracees.get(tid)

@@ -743,6 +743,8 @@ class Monitor:
         self._deferred = []
         for e in engines:
             self.dispatcher.add(e)
+        if any(e.path_syscalls & InnerTracing.OPENS for e in engines):
+            self.inner.watch_proc(refresh=False)
         self.spin = spin
         #: a umview.landlock.Ruleset the first process enforces (a sandbox's), or None
         self.landlock = None
@@ -774,6 +776,8 @@ class Monitor:
         """Register engines in view (the root if None) in one reload of the tables."""
         for e in engines:
             self.dispatcher.add(e, view)
+        if any(e.path_syscalls & InnerTracing.OPENS for e in engines):
+            self.inner.watch_proc(refresh=False)
         self.refresh_claims(", ".join(e.name for e in engines))
 
     def refresh_claims(self, why="ptrace"):

@@ -86,7 +86,8 @@ strace -qq -o /dev/null -p $s & t=$!
 until grep -q "TracerPid:.$t$" /proc/$s/status; do sleep 0.05; done
 grep -E "State|TracerPid" /proc/$s/status | sed "s/$t/STRACE/"
 cut -d' ' -f3 /proc/$s/stat /proc/$s/task/$s/stat
-exec 3< /proc/$$/status; readlink /proc/$$/fd/3 | sed "s/$$/SELF/"; exec 3<&-
+exec 3< /proc/$$/status; readlink /proc/$$/fd/3 | sed "s/$$/SELF/"; stat -f -c %T /proc/$$/fd/3
+grep TracerPid <&3; exec 3<&-
 kill -STOP $s; sleep 0.3
 grep -E "State|TracerPid" /proc/$s/status /proc/$s/task/$s/status | sed "s/$t/STRACE/; s/$s/PID/g"
 kill $t; wait $t
@@ -103,8 +104,9 @@ def test_proc_status_shows_the_inner_tracer_and_the_states_of_stops(tmp_path, mo
     """/proc/PID/status and stat as natively while strace attaches, the
     process stops and strace detaches: TracerPid is strace's (it was the
     monitor's), "t (tracing stop)" only at a stop strace knows of, and the
-    process strace left in its group-stop is "T (stopped)" (it was "t"); a
-    process's own status stays the real file (it was a memfd)."""
+    process strace left in its group-stop is "T (stopped)" (it was "t"). A
+    process's own status shows TracerPid 0 (it showed the monitor), and its
+    fd reads as the /proc file, whose filesystem is procfs (it was a memfd)."""
     need("strace")
     script = tmp_path / "states.sh"
     script.write_text(PROC_STATES)
@@ -118,6 +120,56 @@ def test_proc_status_shows_the_inner_tracer_and_the_states_of_stops(tmp_path, mo
     finally:
         shutil.rmtree(layer, ignore_errors=True)
     assert (viewed.returncode, viewed.stdout, viewed.stderr) == (native.returncode, native.stdout, native.stderr)
+
+
+OWN_STATUS = """
+grep TracerPid /proc/self/status
+exec 3< /proc/self/status; readlink /proc/self/fd/3 | sed "s/$$/SELF/"
+stat -f -c %T /proc/self/fd/3; python3 -c 'import os; print(os.fstatvfs(3).f_namemax)'
+"""
+
+
+@pytest.mark.parametrize("mode", ["unreal", "cow", "sandbox"])
+def test_own_status_before_any_tracer(progs, mode):
+    """In a view with a path module, before any inner tracer: a process's
+    own status says TracerPid 0 (it said the monitor; strace-D.test run
+    alone), and the copy that says so reads as the file, on procfs."""
+    native = run(["sh", "-c", OWN_STATUS], timeout=60)
+    assert native.stdout.startswith(b"TracerPid:\t0\n/proc/SELF/status\nproc\n"), native
+    layer = tempfile.mkdtemp(prefix="umview-layer-")
+    try:
+        opts = tuple(o.format(layer=layer, progs=progs) for o in MODES[mode][0])
+        viewed = run(umview_argv(*opts, "--", "sh", "-c", OWN_STATUS), timeout=60)
+    finally:
+        shutil.rmtree(layer, ignore_errors=True)
+    assert (viewed.returncode, viewed.stdout) == (native.returncode, native.stdout), viewed.stderr
+
+
+STOPPED = """
+sleep 30 & p=$!
+kill -STOP $p; sleep 0.3
+strace -o "$1" -p $p & s=$!
+until grep -q "TracerPid:.$s$" /proc/$p/status; do sleep 0.05; done
+sleep 0.5; kill -INT $s; wait $s
+echo "reports: $(grep -c 'stopped by SIGSTOP' "$1")"
+grep State /proc/$p/status
+kill -CONT $p; sleep 0.2; grep State /proc/$p/status
+kill -KILL $p
+"""
+
+
+@pytest.mark.parametrize("mode", ["no-module", "unreal"])
+def test_strace_p_of_a_stopped_process(tmp_path, mode):
+    """strace attaches to a process in its group-stop: one "stopped by
+    SIGSTOP" report (there were thousands a second: the LISTEN was followed
+    by the interrupt that stacks the new filter, which ended it at once), and
+    after the detach the process is stopped, then runs on SIGCONT."""
+    need("strace")
+    out = tmp_path / "strace.out"
+    native = run(["sh", "-c", STOPPED, "sh", str(out)], timeout=60)
+    assert native.stdout == b"reports: 1\nState:\tT (stopped)\nState:\tS (sleeping)\n", native
+    viewed = run(umview_argv(*MODES[mode][0], "--", "sh", "-c", STOPPED, "sh", str(out)), timeout=60)
+    assert (viewed.returncode, viewed.stdout) == (native.returncode, native.stdout), viewed.stderr
 
 
 @pytest.mark.parametrize("notif", ["0", "1"])

@@ -42,8 +42,11 @@ int um_resume(int tid, int req, int sig)
     if (r)
         return -errno;
     thr(tid)->listening = req == PTRACE_LISTEN;
-    if (thr(tid)->need_filter)
-        ptrace(PTRACE_INTERRUPT, tid, 0, 0); /* the filter, at its next stop */
+    /* the filter, at its next stop; not from a group-stop: the interrupt
+     * would end the listening at once, and the stop be reported again (the
+     * trap after SIGCONT stacks it) */
+    if (thr(tid)->need_filter && req != PTRACE_LISTEN)
+        ptrace(PTRACE_INTERRUPT, tid, 0, 0);
     return 0;
 }
 
