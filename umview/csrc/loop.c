@@ -581,6 +581,15 @@ int um_next(struct um_event *ev)
             own_filter_exit(tid, &si); /* a filter of its own installed (ownseccomp.c) */
             if (!thr(tid)->exit_wanted || si.op != SI_EXIT) {
                 thr(tid)->exit_wanted = 0;
+                if (si.op == SI_EXIT && thr(tid)->redirected && si.exit.is_error &&
+                    (si.exit.rval == -ERESTARTSYS_ || si.exit.rval == -ERESTARTNOINTR_ ||
+                     si.exit.rval == -ERESTARTNOHAND_)) {
+                    /* the end of a notified call the monitor interrupted: no
+                     * exit of the process's (its restart comes, or stands for
+                     * a seccomp stop), whoever asked for exit stops */
+                    resume(tid, PTRACE_CONT, 0);
+                    continue;
+                }
                 if (si.op == SI_EXIT && thr(tid)->inner_sys)
                     return stop_event(ev, tid, status, UM_STOP_EXIT, &si); /* the inner tracer's */
                 if (si.op == SI_EXIT && thr(tid)->inner_step) /* the step ends here (a PTRACE_SYSCALL */
