@@ -607,3 +607,42 @@ def test_gdb_in_a_cow_view_writes_into_the_layer(tmp_path, prog):
     assert f'"{path}"'.encode() in viewed.stdout and b"$2 = 3" in viewed.stdout
     assert not path.exists()
     assert (layer / str(path).lstrip("/")).read_text() == "written\n"
+
+
+def test_gdb_stepi_from_a_caught_syscall(tmp_path, prog):
+    """catch syscall, then stepi: gdb steps from the call's entry stop to the
+    instruction after it (it ran away to the end when a single-step from a
+    syscall stop did not stop)."""
+    native, _ = gdb_both(tmp_path, """
+catch syscall write
+run
+stepi
+x/i $pc
+stepi
+stepi
+delete
+continue
+""", prog, "write", str(tmp_path / "out.txt"))
+    assert native.stdout.count(b"=> 0x") == 1 and b"exited normally" in native.stdout
+
+
+@pytest.mark.parametrize("mode", [("-p", "unreal")], ids=["unreal"])
+def test_gdb_attaches_to_a_stopped_process_dumps_its_core_and_detaches(tmp_path, prog, mode):
+    """gdb -p of a process in its group-stop, gcore, detach: the core is
+    written, the process is "T (stopped)" before and after (it was "t
+    (tracing stop)" after), and runs on at SIGCONT to its normal end. (In a
+    view with no module the first "T" reads "t": its /proc is watched from
+    the first inner tracer, docs/internals.md.)"""
+    ready, core = tmp_path / "ready", tmp_path / "core"
+    line = (f'rm -f {ready} {core}; {prog} pause 0 {ready} > {ready}.out & pid=$!; '
+            f'i=0; while [ ! -e {ready} ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; '
+            f'kill -STOP $pid; sleep 0.3; grep State /proc/$pid/status; '
+            f'gdb -batch -nx -p $pid -ex "gcore {core}" -ex "info inferiors" -ex detach 2>&1 '
+            f'| grep -E "^Saved|^\\*|^\\[Inferior" | sed "s/\\b$pid\\b/PID/g"; '
+            f'grep State /proc/$pid/status; readelf -n {core} | grep -c NT_PRSTATUS; '
+            f'kill -CONT $pid; kill -USR2 $pid; wait $pid; echo "prog status $?"; cat {ready}.out')
+    native, viewed = both(["bash", "-c", line], tmp_path, opts=mode)
+    assert_same(native, viewed, aslr=True)
+    out = native.stdout.decode()
+    assert out.startswith("State:\tT (stopped)\nSaved corefile") and "State:\tT (stopped)\n1\n" in out, out
+    assert out.endswith("prog status 0\ncompute=6\n"), out
