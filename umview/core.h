@@ -340,12 +340,12 @@ int um_spawn_error(void);
 /* --- inner tracers (docs/internals.md, "Tracers inside a view") ---
  * A thread whose inner tracer (a process of the view calling ptrace) is
  * recorded with um_set_inner has its stops handed to Python as UM_EV_STOP
- * (signal-delivery, group-stop, PTRACE_EVENT_STOP, exit event stops; with
- * UM_INNER_SYSCALL its syscall-entry and -exit stops too) and its fork, exec
- * and exit events as process events with UM_INNER_EVENT. */
+ * (signal-delivery, group-stop, PTRACE_EVENT_STOP and PTRACE_EVENT_EXIT
+ * stops, the option set for such threads alone; with UM_INNER_SYSCALL its
+ * syscall-entry and -exit stops too) and its fork, exec and exit events as
+ * process events with UM_INNER_EVENT. */
 #define UM_INNER 1          /* it has an inner tracer */
 #define UM_INNER_SYSCALL 2  /* ... who resumed it with PTRACE_SYSCALL: syscall stops */
-#define UM_INNER_EXITEV 4   /* ... who wants PTRACE_EVENT_EXIT stops (a real option) */
 #define UM_INNER_SECCOMP 8  /* ... who wants PTRACE_EVENT_SECCOMP stops of its own filters */
 #define UM_INNER_STEP 16    /* ... who resumed it with PTRACE_SINGLESTEP: resumed so, and a
                              * syscall-exit stop the monitor took stands for the step's trap */

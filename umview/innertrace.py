@@ -126,7 +126,7 @@ class Tracee:
 
     __slots__ = ("tid", "tracer", "tgid", "seized", "options", "state", "kind", "status", "eventmsg",
                  "sys", "step", "shown_nr", "real_child", "clone", "expect_initial", "interrupt", "pgid",
-                 "proc", "emu", "emu_entry", "vtid")
+                 "proc", "emu", "emu_entry", "vtid", "exiting", "released")
 
     def __init__(self, tid, tracer, tgid, seized, options=0):
         self.tid = tid
@@ -150,6 +150,8 @@ class Tracee:
         self.interrupt = False
         self.pgid = None
         self.proc = None        # its process (tgid)
+        self.exiting = False    # at its PTRACE_EVENT_EXIT stop, reported (the option asked)
+        self.released = False   # held at its exit (_exiting), then let go on to die
 
 
 class _Exited:
@@ -187,6 +189,7 @@ class InnerTracing(Engine):
         self._tgids = {}    # tid -> tgid, while the thread lives (exit_event forgets it)
         self._sigchld = {}  # tracer tgid -> (when asked, does it see SIGCHLD)
         self._levels = {}   # tracer tgid -> the depth of its pid namespace below the monitor's
+        self._held = {}     # tid -> Tracee: held at its exit stop, its exit its tracer's (_exiting)
 
     def tgid_of(self, tid):
         tgid = self._tgids.get(tid)
@@ -369,11 +372,14 @@ class InnerTracing(Engine):
         return Skip(call.inject("statfs", path, call.args[at]))
 
     def _proc_view(self, tid, text, status):
-        t = self.tracees.get(tid)
+        held = self._held.get(tid)
+        t = self.tracees.get(tid) or held
         state = re.search(rb"(?m)^State:\t(\S).*$" if status else rb"\) (\S) ", text)
         if state and state.group(1) == b"t" and (t is None or t.state not in ("stopped", "listening")):
-            # a stop of the monitor's own, or a group-stop it listens to
-            shown = b"T (stopped)" if t is None and lib.um_listening(tid) else b"R (running)"
+            # a stop of the monitor's own, or a group-stop it listens to, or
+            # the exit stop a process waits at for its tracer (_exiting)
+            shown = (b"Z (zombie)" if held else
+                     b"T (stopped)" if t is None and lib.um_listening(tid) else b"R (running)")
             shown = b"State:\t" + shown if status else b") " + shown[:1] + b" "
             text = text[:state.start()] + shown + text[state.end():]
         if status:
@@ -493,8 +499,6 @@ class InnerTracing(Engine):
         flags = lib.UM_INNER
         if t.sys:
             flags |= lib.UM_INNER_SYSCALL
-        if t.options & O_TRACEEXIT:
-            flags |= lib.UM_INNER_EXITEV
         if t.options & O_TRACESECCOMP:
             flags |= lib.UM_INNER_SECCOMP
         if t.step:
@@ -640,6 +644,8 @@ class InnerTracing(Engine):
         if kind != "exit":
             t.shown_nr = None
         tid = t.tid
+        if t.exiting and req != DETACH and self._exiting(t):
+            return 0  # held at its exit until its tracer collects it
         if kind == "group" and req == DETACH:
             lib.um_resume(tid, lib_PTRACE_LISTEN, 0)  # it stays in its group-stop
             return 0
@@ -718,7 +724,13 @@ class InnerTracing(Engine):
             t.eventmsg = ev.msg  # the filter's SECCOMP_RET_DATA
             t.shown_nr = None
             return self._report(t, _stop(signal.SIGTRAP, EVENT_SECCOMP), "seccomp")
-        if event in (EVENT_EXIT, EVENT_VFORK_DONE):
+        if event == EVENT_EXIT:
+            t.eventmsg = ev.msg  # the exit status
+            if t.options & O_TRACEEXIT:
+                t.exiting = True
+                return self._report(t, _stop(signal.SIGTRAP, event), "event")
+            return self._exiting(t)
+        if event == EVENT_VFORK_DONE:
             t.eventmsg = ev.msg
             return self._report(t, _stop(signal.SIGTRAP, event), "event")
         if event == 0 and sig:
@@ -822,6 +834,11 @@ class InnerTracing(Engine):
             self._gone(t, status, parent)
             if not t.clone:
                 self._reparented(t)
+        held = self._held.pop(tid, None)
+        if held is not None:
+            self._reparented(held)  # its exit went to its tracer at its exit stop
+        for other in [o for o in self._held.values() if o.tgid == tid]:
+            self._release(other.tid)  # its tracer is gone: its parent's now
         for tgid, entries in list(self.exited.items()):
             if any(e.clone and e.proc == tid for e in entries):
                 self._wake(tgid)  # a thread's exit held for this leader's (_leader_exiting)
@@ -839,6 +856,41 @@ class InnerTracing(Engine):
                                   0)
         if tid in self.exited and not any(o.tgid == tid for o in self.tracees.values()):
             self.exited.pop(tid, None)
+
+    def _exiting(self, t):
+        """Tracee t at its exit (PTRACE_EVENT_EXIT, its status in eventmsg).
+        Natively a traced process's exit is its tracer's to collect first:
+        its parent is notified (SIGCHLD, its wait) when the tracer reaps it
+        (kernel/exit.c). Here the monitor, the real tracer, would reap it at
+        once, and the parent heard of it before the tracer. So the last
+        thread of a process whose parent is not its tracer gives its tracer
+        its exit now and waits at this stop until the tracer's wait takes it
+        (_release). True: so held."""
+        if t.clone or t.real_child:
+            return False
+        try:
+            if len(os.listdir(f"/proc/{t.tid}/task")) != 1:
+                return False  # its exit is the last thread's
+        except OSError:
+            return False
+        parent = _ppid(t.tid)
+        if not parent or parent == t.tgid:
+            return False
+        _dbg("exiting", t.tid, hex(t.eventmsg), "held for", t.tgid)
+        del self.tracees[t.tid]
+        lib.um_set_inner(t.tid, 0)
+        self._held[t.tid] = t
+        self.exited.setdefault(t.tgid, []).append(_Exited(t.tid, t.eventmsg, t.clone, t.pgid, t.proc, t.vtid))
+        self._wake(t.tgid)
+        return True
+
+    def _release(self, tid):
+        """A process held at its exit (_exiting) goes on to die: its tracer
+        took its exit, or is gone."""
+        t = self._held.get(tid)
+        if t is not None and not t.released:
+            t.released = True
+            lib.um_resume(tid, lib_PTRACE_CONT, 0)
 
     def _reparented(self, gone):
         """A traced process is gone: its children are now another's (the
@@ -1027,6 +1079,7 @@ class InnerTracing(Engine):
         _dbg("exit served", entry.tid, entry.vtid, hex(entry.status))
         if not nowait:
             self.exited[tgid].remove(entry)
+            self._release(entry.tid)
         return self._write_wait(tid, name, args, entry.tid, entry.status, entry.vtid)
 
     def _reap(self, pid):

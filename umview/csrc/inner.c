@@ -11,21 +11,23 @@
 void apply_options(pid_t tid)
 {
     struct um_thread *t = thr(tid);
-    t->opts_dirty = ptrace(PTRACE_SETOPTIONS, tid, 0, TRACE_OPTIONS | (t->inner_exitev ? PTRACE_O_TRACEEXIT : 0)) != 0 &&
+    /* an inner tracer's tracee stops at its exit: for the tracer's
+     * PTRACE_O_TRACEEXIT, or held there until the tracer collects its exit
+     * (innertrace: its parent learns of it after its tracer, as natively) */
+    t->opts_dirty = ptrace(PTRACE_SETOPTIONS, tid, 0, TRACE_OPTIONS | (t->inner ? PTRACE_O_TRACEEXIT : 0)) != 0 &&
                     errno == ESRCH;
 }
 
 int um_set_inner(int tid, int flags)
 {
     struct um_thread *t = thr(tid);
-    int was_exitev = t->inner_exitev;
+    int was_inner = t->inner;
     t->inner = !!(flags & UM_INNER);
     t->inner_sys = t->inner && (flags & UM_INNER_SYSCALL);
-    t->inner_exitev = t->inner && (flags & UM_INNER_EXITEV);
     t->inner_seccomp = t->inner && (flags & UM_INNER_SECCOMP);
     t->inner_step = t->inner && (flags & UM_INNER_STEP);
     t->inner_emu = t->inner && (flags & UM_INNER_EMU);
-    if (t->inner_exitev != was_exitev || t->opts_dirty)
+    if (t->inner != was_inner || t->opts_dirty)
         apply_options(tid);
     return 0;
 }

@@ -148,7 +148,6 @@ struct um_thread {
     unsigned injecting : 1;   /* in um_inject: its notifications are answered CONTINUE */
     unsigned inner : 1;       /* it has an inner tracer: its stops go to Python (um_set_inner) */
     unsigned inner_sys : 1;   /* ... who wants its syscall stops: resumed with PTRACE_SYSCALL */
-    unsigned inner_exitev : 1;/* ... who wants PTRACE_EVENT_EXIT (set as a real option) */
     unsigned inner_step : 1;  /* ... who single-steps it: resumed with PTRACE_SINGLESTEP */
     unsigned inner_emu : 1;   /* ... who resumed it with PTRACE_SYSEMU(_SINGLESTEP) */
     unsigned listening : 1;   /* left in its group-stop with PTRACE_LISTEN (um_listening) */

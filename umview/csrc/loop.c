@@ -634,7 +634,7 @@ int um_next(struct um_event *ev)
                     c->vroot = parent->vroot;
                     c->landlocked = parent->landlocked;
                     c->need_filter |= parent->need_filter;
-                    if (parent->inner_exitev && !c->inner_exitev)
+                    if (parent->inner && !c->inner)
                         c->opts_dirty = 1; /* it inherited the real PTRACE_O_TRACEEXIT: off at its next stop */
                     mm_child(child, tid, mm_event_shares(tid));
                     own_filters_inherit(c, parent);
@@ -679,9 +679,11 @@ int um_next(struct um_event *ev)
                     return process_event(ev, UM_EV_EXEC, tid, (long)msg, thr(tid)->inner ? UM_INNER_EVENT : 0,
                                          status);
             } else if (event == PTRACE_EVENT_EXIT) {
-                /* only for a tracer that asked: a thread whose creator's tracer
-                 * asked inherits the real option (kernel/ptrace.c) */
-                if (thr(tid)->inner && thr(tid)->inner_exitev) {
+                /* an inner tracer's tracee (the option is set for them
+                 * alone; a thread whose creator's was inherits it until its
+                 * next stop, kernel/ptrace.c): Python's, to report if its
+                 * tracer asked, or to hold until its tracer collects the exit */
+                if (thr(tid)->inner) {
                     ptrace(PTRACE_GETEVENTMSG, tid, 0, &msg);
                     return stop_event(ev, tid, status, (long)msg, NULL);
                 }
