@@ -184,6 +184,12 @@ class Engine:
     def on_exit_status(self, tid, status):
         """tid is gone; status is its wait status (called after on_exit)."""
 
+    def shown_path(self, real):
+        """The view's path of ``real``, a path the kernel gives for a file
+        in this engine's own storage (a layer): what readlink of a /proc
+        magic link (/proc/PID/fd/N) shows in the view. None: not its own."""
+        return None
+
     def wants(self, call):
         """Does this engine claim this particular call?"""
         if call.name in self.syscalls or call.name in self.vcwd_syscalls or call.name in self.unix_addr_syscalls:

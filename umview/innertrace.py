@@ -71,6 +71,7 @@ _CLONE_PTRACE = 0x2000
 # /proc/self/fd/N of it reads "/memfd:umview:/proc/PID/status (deleted)"
 _COPY_LINK = re.compile(r"^/memfd:umview:(/proc/.*) \(deleted\)$")
 _PROC_FD = re.compile(rb"^/proc/(self|thread-self|\d+)(?:/task/(\d+))?/fd/(\d+)$")
+_OWN_STATUS = (b"/proc/self/status", b"/proc/thread-self/status")
 _PROC_FILE = re.compile(rb"^/proc/(self|thread-self|\d+)(?:/task/(\d+))?/(status|stat)$")
 _DEBUG = bool(os.environ.get("UMVIEW_DEBUG_PTRACE"))
 
@@ -233,11 +234,14 @@ class InnerTracing(Engine):
         file. From the first inner tracer, or from the start where the view
         traps opens anyway (a path module): in a view without, each open
         would become a notification (docs/internals.md)."""
-        if self.path_syscalls:
+        if self.prefixes == (b"/proc",):
             return
         self.syscalls = self.syscalls | self._STATFS
         self.path_syscalls = self.OPENS | self._LINKS
-        self.prefixes = (b"/proc",)
+        # every path under /proc goes to Python then (a prefix claims every
+        # path call): before the first inner tracer only a process's own
+        # status, which programs read to tell whether they are traced
+        self.prefixes = (b"/proc",) if self.active else _OWN_STATUS
         if refresh:
             self.monitor.refresh_claims()
 
@@ -349,19 +353,26 @@ class InnerTracing(Engine):
         except ValueError:
             return CONTINUE
         path = _proc_copy(tid, int(m.group(3)))
+        if path is not None and call.name == "statfs":
+            return self._proc_statfs(call, 1)
+        if path is None and call.name != "statfs":
+            # a file in a layer of the view: the path the view shows (a
+            # tracer's -y, another process's fd)
+            try:
+                link = os.fsencode(os.readlink(f"/proc/{tid}/fd/{int(m.group(3))}"))
+            except OSError:
+                return CONTINUE
+            path = next(filter(None, (e.shown_path(link) for e in self.monitor.dispatcher.engines)), None)
         if path is None:
             return CONTINUE
-        if call.name == "statfs":
-            return self._proc_statfs(call, 1)
-        at = 1 if call.name == "readlink" else 2
-        buf, size = call.args[at], core.signed32(call.args[at + 1])
-        if size <= 0:
+        if call.size <= 0:
             return Skip(-errno.EINVAL)
+        data = path[:call.size]
         try:
-            call.write_mem(buf, path[:size])
+            call.write_mem(call.raw("buf"), data)
         except OSError:
             return Skip(-errno.EFAULT)
-        return Skip(min(len(path), size))
+        return Skip(len(data))
 
     def _proc_statfs(self, call, at):
         """fstatfs of a copy _proc_file handed over, or statfs of its

@@ -969,16 +969,25 @@ class LayeredMount(RedirectMount):
         return self.relative(_join(_join(self.target, link[len(low) + 1:]), rest))
 
     def _listing_readlink(self, call):
-        """readlink of /proc/PID/fd/N for a listing directory: the view's path
-        of the directory it stands for (else None)."""
+        """readlink of /proc/PID/fd/N for a listing directory or a file of
+        the upper layer: the view's path of the file it stands for (else
+        None; the kernel would show the listing's or the layer's path)."""
         if call.name not in READLINK:
             return None
         path = call.paths()[0]
         found = path is not None and self._proc_fd(path, call)
         if not found or found[1]:
             return None
-        rel = self.listings.relative(found[0])
-        return None if rel is None else _join(self.target, rel)
+        return self.shown_path(found[0])
+
+    def shown_path(self, real):
+        rel = self.listings.relative(real)
+        if rel is not None:
+            return _join(self.target, rel)
+        up = self.layers.upper
+        if real == up or real.startswith(up + b"/"):
+            return _join(self.target, real[len(up) + 1:])  # " (deleted)" kept, as the kernel shows it
+        return None
 
     def _real_path(self, rel):
         return self.layers.probe(rel).real
