@@ -81,7 +81,7 @@ def _fetch(work):
         r = _apt(private, work, *step)
         if r.returncode:
             pytest.skip(f"apt-get {step[0]} for strace's source failed: {r.stderr.decode()[-500:]}")
-    tarball = glob.glob(os.path.join(work, "strace_*.orig.tar.*"))
+    tarball = [t for t in glob.glob(os.path.join(work, "strace_*.orig.tar.*")) if not t.endswith(".asc")]
     if not tarball:
         pytest.skip("apt-get source gave no strace_*.orig.tar.* to unpack")
     subprocess.run(["tar", "xf", tarball[0], "-C", work], check=True)

@@ -289,3 +289,83 @@ def test_a_traced_parent_hears_of_its_childs_exit_after_the_tracer(progs, tmp_pa
     trace = out.read_bytes()
     assert viewed.returncode == 0 and trace.count(b"+++ exited with") == 21, viewed.stderr
     assert _heard_early(trace) == 0, trace
+
+
+@pytest.mark.parametrize("mode", ["no-module", "unreal"])
+def test_strace_of_strace_f(progs, tmp_path, mode):
+    """Tracers two deep: strace traces strace -f, which traces a program
+    that forks; the inner strace's trace is what it is natively (strace's
+    poke-ptrace and poke-unaligned tests hung so)."""
+    need("strace")
+    out = tmp_path / "inner"
+    argv = ["strace", "-qq", "-o", "/dev/null", "strace", "-f", "-qq", "-e", "trace=chdir", "-e", "signal=none", "-o", str(out),
+            os.path.join(progs, "forkchdir")]
+
+    def calls():
+        return re.sub(rb"(?m)^\d+ +", b"", out.read_bytes())
+
+    native = run(argv, cwd=tmp_path, timeout=60)
+    expected = calls()
+    assert native.returncode == 0 and expected.count(b"chdir(") == 4, (native, expected)
+    viewed = run(umview_argv(*MODES[mode][0], "--", *argv), cwd=tmp_path, timeout=60)
+    assert (viewed.returncode, calls()) == (0, expected), viewed.stderr
+
+
+ATTACH_LOOP = """
+"$1" 3 "$2" & p=$!
+sleep 0.3
+timeout -s INT 0.7 strace -qq -p $p -e trace=mkdir -o "$2.trace"; echo "strace $?" >&2
+wait $p; echo "status $?"
+cat "$2.trace"; rm "$2.trace"
+"""
+
+
+@pytest.mark.parametrize("mode", ["cow", "sandbox"])
+def test_strace_p_of_a_process_in_a_loop_of_served_calls(progs, mode):
+    """strace -p attaches to a process that makes calls the view serves in
+    Python (mkdir of a directory of the lower layer), one after the other:
+    every line strace writes is such a call. Attached while a call waited
+    for the monitor, the restart's entry stop was taken for the monitor's
+    own, and strace saw an exit first, then took every stop for the other
+    kind (syscall_0xffffffffffffffef lines: strace's attach-p-cmd test in a
+    cow view failed 7 runs in 8)."""
+    need("strace")
+    made = tempfile.mkdtemp(prefix="umview-mkdirloop-", dir="/var/tmp")
+    layer = tempfile.mkdtemp(prefix="umview-layer-")
+    argv = ["sh", "-c", ATTACH_LOOP, "sh", os.path.join(progs, "mkdirloop"), made]
+    good = re.compile(rb'^mkdir\("[^"]*", 0700(\) += -1 EEXIST \(File exists\)| <detached \.\.\.>)$')
+
+    def bad_lines(r):
+        lines = r.stdout.splitlines()
+        assert lines[0] == b"status 0" and len(lines) > 10, r
+        return [line for line in lines[1:] if not good.match(line)]
+
+    try:
+        assert bad_lines(run(argv, timeout=60)) == []
+        opts = tuple(o.format(layer=layer, progs=progs) for o in MODES[mode][0])
+        for _ in range(2):  # it failed 7 runs in 8
+            assert bad_lines(run(umview_argv(*opts, "--", *argv), timeout=60)) == []
+    finally:
+        shutil.rmtree(layer, ignore_errors=True)
+        os.rmdir(made)
+
+
+@pytest.mark.parametrize("mode", ["unreal", "cow"])
+def test_a_signal_strace_injects_at_a_served_call_comes_after_it(progs, tmp_path, mode):
+    """strace -e inject=chdir:signal=USR1 on a call the view serves: the
+    kernel sends the signal at the entry stop, the call runs, the handler
+    then. Here the signal ended the call's wait for the monitor: strace
+    showed chdir(".") = ? ERESTARTSYS, and the handler ran before the call
+    (strace's qual_inject-signal tests)."""
+    need("strace")
+    argv = ["strace", "-qq", "-e", "trace=chdir,exit_group", "-e", "inject=chdir:signal=USR1",
+            os.path.join(progs, "injectsig")]
+    native = run(argv, cwd=tmp_path, timeout=60)
+    assert native.returncode == 0 and re.match(rb'chdir\("."\) += 0\n--- SIGUSR1 ', native.stderr), native
+    layer = tempfile.mkdtemp(prefix="umview-layer-")
+    try:
+        opts = tuple(o.format(layer=layer, progs=progs) for o in MODES[mode][0])
+        viewed = run(umview_argv(*opts, "--", *argv), cwd=tmp_path, timeout=60)
+    finally:
+        shutil.rmtree(layer, ignore_errors=True)
+    assert (viewed.returncode, viewed.stderr) == (native.returncode, native.stderr)

@@ -152,6 +152,10 @@ struct um_thread {
     unsigned inner_emu : 1;   /* ... who resumed it with PTRACE_SYSEMU(_SINGLESTEP) */
     unsigned listening : 1;   /* left in its group-stop with PTRACE_LISTEN (um_listening) */
     unsigned char resume_sig; /* its next resume sends this signal (um_set_resume_signal) */
+    unsigned char injected_sig; /* resume_sig sent at a syscall-entry stop: its exit checks it */
+    unsigned char defer_sig;  /* that signal ended the call's wait for the monitor: the call
+                               * is made again, the signal sent at its exit */
+    unsigned exit_sig : 1;    /* resume_sig is a deferred one, for a syscall-exit stop */
     unsigned drop_step_trap : 1; /* its notified call was interrupted while stepped: the step's
                                   * trap of that first try is the monitor's doing, not shown */
     unsigned py_int : 1;      /* Python interrupted it (um_interrupt): the stop is Python's */

@@ -9,9 +9,14 @@ void resume(pid_t tid, int req, int sig)
 {
     struct um_thread *t = thr(tid);
     if (t->resume_sig && req != PTRACE_LISTEN) {
-        if (!sig)
+        if (!sig) {
             sig = t->resume_sig;
+            /* given at a syscall-entry stop (not the exit's, below): the
+             * call may end in its wait for the monitor (the exit stop) */
+            t->injected_sig = t->exit_sig ? 0 : (unsigned char)sig;
+        }
         t->resume_sig = 0;
+        t->exit_sig = 0;
     }
     if ((t->exit_wanted || t->await_entry || t->inner_sys || t->pinned) && req == PTRACE_CONT)
         req = PTRACE_SYSCALL; /* keep the syscall stop we (or an inner tracer) wait for */
@@ -356,17 +361,20 @@ int call_event(struct um_event *ev, pid_t tid, const struct um_sci *si, int abi,
  * call is made -ERESTARTNOINTR, which the kernel restarts after any handler.
  * A call on a FIFO, a device or a socket may block, and be interrupted,
  * natively: its -ERESTARTSYS is left as it is. */
-static void keep_notified_call(pid_t tid)
+/* Is the call in r (at its exit or a signal-delivery stop) one a signal
+ * interrupted only in its wait for the monitor: -ERESTARTSYS, notified, and
+ * not on a FIFO, a device or a socket (which may block natively)? */
+static int interrupted_wait(pid_t tid, const struct user_regs_struct *rp)
 {
-    struct user_regs_struct r;
-    if (get_regs(tid, &r) || (int)r.rax != -ERESTARTSYS_ || (long long)r.orig_rax < 0)
-        return;
+    struct user_regs_struct r = *rp;
+    if ((int)r.rax != -ERESTARTSYS_ || (long long)r.orig_rax < 0)
+        return 0;
     long raw = (long)r.orig_rax;
     int abi = r.cs == 0x23 ? UM_ABI_I386 : (raw & X32_BIT) ? UM_ABI_X32 : UM_ABI_X86_64;
     long nr = raw & ~X32_BIT;
     int sc = lookup_sc(abi, raw);
     if (nr >= MAX_NR || !notifies(trap[abi][nr]) || sc < 0)
-        return;
+        return 0;
     if (path_args[abi][sc][0].path >= 0) {
         uint64_t args[6];
         for (int i = 0; i < 6; i++)
@@ -375,8 +383,16 @@ static void keep_notified_call(pid_t tid)
         struct stat st;
         if (um_resolve_path(tid, abi, sc, 0, args, path, sizeof path) > 0 && stat(path, &st) == 0 &&
             (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISSOCK(st.st_mode)))
-            return;
+            return 0;
     }
+    return 1;
+}
+
+static void keep_notified_call(pid_t tid)
+{
+    struct user_regs_struct r;
+    if (get_regs(tid, &r) || !interrupted_wait(tid, &r))
+        return;
     r.rax = (unsigned long long)-ERESTARTNOINTR_;
     write_failed(tid, "a notified call could not be made to restart after a signal (it may fail with EINTR)",
                  ptrace(PTRACE_SETREGS, tid, 0, &r) ? -errno : 0);
@@ -528,6 +544,17 @@ int um_next(struct um_event *ev)
             }
             if (si.op == SI_ENTRY && !thr(tid)->await_entry && (thr(tid)->inner_sys || thr(tid)->inner_emu))
                 return stop_event(ev, tid, status, UM_STOP_ENTRY, &si); /* the inner tracer's */
+            if (si.op == SI_ENTRY && (thr(tid)->inner_sys || thr(tid)->inner_emu) && !thr(tid)->defer_sig) {
+                /* the restart of a notified call the monitor interrupted,
+                 * now that a tracer wants syscall stops (it attached while
+                 * the call waited: strace -p of a process in a loop of calls
+                 * the view serves): natively the call's entry, which it has
+                 * not seen. The call is decided as it stands when the
+                 * tracer resumes it, its notification's memo dropped */
+                thr(tid)->await_entry = 0;
+                free(note_take(tid, -1, 0, NULL));
+                return stop_event(ev, tid, status, UM_STOP_ENTRY, &si);
+            }
             if (si.op == SI_ENTRY) {
                 thr(tid)->drop_step_trap = 0; /* had it come, it came before this */
                 /* the restart of a call a notification sent to Python (or,
@@ -575,6 +602,28 @@ int um_next(struct um_event *ev)
             }
             /* a syscall-exit stop */
             stats.exit_stops++;
+            if (thr(tid)->injected_sig) {
+                /* a signal an inner tracer gave at the entry stop: natively
+                 * the call runs, then the signal is delivered. Here it ended
+                 * the call's wait for the monitor: that try is hidden, the
+                 * signal's delivery discarded (defer_sig), the call made
+                 * again, and the signal given anew at its exit */
+                struct um_thread *t = thr(tid);
+                struct user_regs_struct r;
+                int sig = t->injected_sig;
+                t->injected_sig = 0;
+                if (si.op == SI_EXIT && get_regs(tid, &r) == 0 && interrupted_wait(tid, &r)) {
+                    t->defer_sig = (unsigned char)sig;
+                    t->await_entry = 1;
+                    resume(tid, PTRACE_CONT, 0);
+                    continue;
+                }
+            }
+            if (thr(tid)->defer_sig && si.op == SI_EXIT) {
+                thr(tid)->resume_sig = thr(tid)->defer_sig; /* at this exit's resume */
+                thr(tid)->exit_sig = 1;
+                thr(tid)->defer_sig = 0;
+            }
             thr(tid)->pass_notif = 0; /* its call is over, whether or not its check came (pass_taken) */
             if (si.op == SI_EXIT)
                 pin_restore(tid, thr(tid)->execed);
@@ -730,6 +779,13 @@ int um_next(struct um_event *ev)
         }
         /* a signal-delivery stop: deliver it as the kernel would have */
         stats.signals++;
+        if (thr(tid)->defer_sig == sig && thr(tid)->await_entry) {
+            /* the injected signal that ended a call's wait: discarded, so
+             * that the call is made again (ERESTARTSYS with no handler run);
+             * sent anew at its exit (above) */
+            resume(tid, PTRACE_CONT, 0);
+            continue;
+        }
         if (listener_fd >= 0)
             keep_notified_call(tid);
         if (thr(tid)->wait_nr)
