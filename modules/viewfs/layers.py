@@ -807,6 +807,8 @@ PSEUDO = (b"/proc", b"/sys", b"/dev")
 # a magic link of procfs that the kernel follows to an open file
 PROC_FD = re.compile(rb"/proc/(self|thread-self|[0-9]+)(?:/task/([0-9]+))?/fd/([0-9]+)(/.*)?\Z", re.S)
 PROC_FD_PREFIXES = (b"/proc/self/fd", b"/proc/thread-self/fd")
+# the other magic links that name a file by its path
+PROC_LINK = re.compile(rb"/proc/(self|thread-self|[0-9]+)(?:/task/([0-9]+))?/(exe|cwd|root)\Z")
 
 
 class LayeredMount(RedirectMount):
@@ -969,13 +971,24 @@ class LayeredMount(RedirectMount):
         return self.relative(_join(_join(self.target, link[len(low) + 1:]), rest))
 
     def _listing_readlink(self, call):
-        """readlink of /proc/PID/fd/N for a listing directory or a file of
-        the upper layer: the view's path of the file it stands for (else
-        None; the kernel would show the listing's or the layer's path)."""
+        """readlink of /proc/PID/fd/N (exe, cwd, root) for a listing
+        directory or a file of the upper layer: the view's path of the file
+        it stands for (else None; the kernel would show the listing's or the
+        layer's path)."""
         if call.name not in READLINK:
             return None
         path = call.paths()[0]
-        found = path is not None and self._proc_fd(path, call)
+        if path is None:
+            return None
+        m = PROC_LINK.match(path)
+        if m is not None:
+            who, task, what = m.groups()
+            pid = task or (b"%d" % call.tid if who in (b"self", b"thread-self") else who)
+            try:
+                return self.shown_path(os.fsencode(os.readlink(b"/proc/" + pid + b"/" + what)))
+            except OSError:
+                return None  # the kernel says what is wrong
+        found = self._proc_fd(path, call)
         if not found or found[1]:
             return None
         return self.shown_path(found[0])

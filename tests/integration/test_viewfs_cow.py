@@ -686,14 +686,15 @@ readlink /proc/self/fd/3 /proc/$$/fd/4 /proc/self/fd/5 | sed "s|$1|DIR|"
 ls -l /proc/$$/fd/3 | sed "s|.*-> ||; s|$1|DIR|"
 strace -y -e trace=read cat made 2>&1 >/dev/null | grep made | sed "s|$1|DIR|"
 rm made; readlink /proc/self/fd/3 | sed "s|$1|DIR|"
+cp /bin/sleep nap; ./nap 1 & sleep 0.2; readlink /proc/$!/exe | sed "s|$1|DIR|"; kill $!
 """
 
 
 def test_fd_links_of_layer_files_name_the_view_path(scratch):
     """readlink of /proc/PID/fd/N (ls -l, strace -y and -P, by self or by
-    number) for a file the view made or copied up gives the path the file has
-    in the view, as natively; it gave the layer's path (strace's fstat.gen
-    test in a cow view of / failed so)."""
+    number) and /proc/PID/exe for a file the view made or copied up gives the
+    path the file has in the view, as natively; it gave the layer's path
+    (strace's fstat.gen test in a cow view of / failed so)."""
     need_user("root")
     if shutil.which("strace") is None:
         pytest.skip("needs strace")
