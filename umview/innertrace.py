@@ -230,12 +230,15 @@ class InnerTracing(Engine):
 
     def watch_proc(self, refresh=True):
         """/proc/PID/status and stat as a tracer reads them (TracerPid, t/T),
-        and fstatfs of a copy of such a file, which says procfs as of the
-        file. From the first inner tracer, or from the start where the view
-        traps opens anyway (a path module): in a view without, each open
-        would become a notification (docs/internals.md)."""
+        and readlink and statfs of /proc/PID/fd/N and fstatfs of a copy,
+        which say what they say of the file. From the first inner tracer, or
+        from the start where the view traps opens anyway (a path module):
+        in a view without, each open would become a notification
+        (docs/internals.md)."""
         if self.prefixes == (b"/proc",):
             return
+        # trapped before the first copy is made: stacked then, the filter
+        # could come after the copy's owner made its next call
         self.syscalls = self.syscalls | self._STATFS
         self.path_syscalls = self.OPENS | self._LINKS
         # every path under /proc goes to Python then (a prefix claims every
