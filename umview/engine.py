@@ -184,6 +184,11 @@ class Engine:
     def on_exit_status(self, tid, status):
         """tid is gone; status is its wait status (called after on_exit)."""
 
+    #: the /proc/PID files (b"status", ...) whose opens this engine answers
+    #: with a copy of its own, read with fdpass.view_proc_file (which shows
+    #: in them what the view's inner tracers change, fdpass.proc_editor)
+    proc_files = frozenset()
+
     def shown_path(self, real):
         """The view's path of ``real``, a path the kernel gives for a file
         in this engine's own storage (a layer): what readlink of a /proc

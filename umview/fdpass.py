@@ -110,7 +110,13 @@ def proc_pid(who, tid, tgid=tgid_of):
     return int(who)
 
 
-def view_proc_file(call, who, name):
+#: f(pid, name, text) -> text: how the view's /proc shows a file of a process
+#: of the view besides what an engine changes in it (the inner tracers'
+#: TracerPid and stop states: umview.innertrace), or None
+proc_editor = None
+
+
+def view_proc_file(call, who, name, edit=True):
     """The content of /proc/PID/NAME (bytes) for the /proc/WHO a process of
     the view named (WHO: b"self", b"thread-self" or a number), when PID is a
     process of the view (traced by this monitor: its files may be shown as
@@ -121,9 +127,10 @@ def view_proc_file(call, who, name):
         if pid != call.tid and core.proc_status(pid, "TracerPid").get("TracerPid") != [b"%d" % os.getpid()]:
             return None  # a process outside the view
         with open(f"/proc/{pid}/{os.fsdecode(name)}", "rb") as f:
-            return f.read()
+            text = f.read()
     except (OSError, ValueError):
         return None
+    return proc_editor(pid, name, text) if edit and proc_editor is not None else text
 
 
 def _check(result, what):

@@ -191,6 +191,8 @@ class InnerTracing(Engine):
         self._sigchld = {}  # tracer tgid -> (when asked, does it see SIGCHLD)
         self._levels = {}   # tracer tgid -> the depth of its pid namespace below the monitor's
         self._held = {}     # tid -> Tracee: held at its exit stop, its exit its tracer's (_exiting)
+        # the files other engines show (fakeroot's status) show this too
+        fdpass.proc_editor = self._proc_edit
 
     def tgid_of(self, tid):
         tgid = self._tgids.get(tid)
@@ -325,13 +327,24 @@ class InnerTracing(Engine):
         m = _PROC_FILE.match(call.paths()[0])
         who, kind = m.group(2) or m.group(1), m.group(3)
         tid = fdpass.proc_pid(who, call.tid, self.tgid_of)
-        text = fdpass.view_proc_file(call, who, kind)
+        if self._served_by_others(call, kind):
+            return CONTINUE  # their copy shows this too (fdpass.proc_editor)
+        text = fdpass.view_proc_file(call, who, kind, edit=False)
         if text is None:
             return CONTINUE
         new = self._proc_view(tid, text, kind == b"status")
         if new == text:
             return CONTINUE
         return fdpass.hand_over_content(call, new, flags, "umview:" + os.fsdecode(self._shown(call, m)))
+
+    def _proc_edit(self, pid, name, text):
+        return self._proc_view(pid, text, name == b"status") if name in (b"status", b"stat") else text
+
+    def _served_by_others(self, call, kind):
+        """Does an older engine of the caller's view answer this open with a
+        copy of its own (fakeroot's status)?"""
+        view = self.monitor.dispatcher.view_of(call.tid)
+        return any(kind in e.proc_files and e.wants(call) for e in view.engines if e is not self)
 
     def _shown(self, call, m):
         """The path the kernel shows for the /proc file m names (its

@@ -109,6 +109,7 @@ class FakerootEngine(Engine):
     # /proc/PID/status: its Uid:, Gid: and Groups: lines
     path_syscalls = frozenset({"open", "openat"})
     prefixes = (b"/proc",)
+    proc_files = frozenset({b"status"})
 
     def __init__(self, module):
         self.module = module
