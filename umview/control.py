@@ -51,9 +51,8 @@ def _syscall(*args):
 
     global _libc
     if _libc is None:
-        import ctypes.util
-
-        _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        # the libc the process already has (find_library runs ldconfig: 8 ms)
+        _libc = ctypes.CDLL(None, use_errno=True)
         _libc.syscall.restype = ctypes.c_long
     cargs = [a if isinstance(a, (ctypes.Array, ctypes.c_char_p)) else ctypes.c_long(a) for a in args]
     r = _libc.syscall(ctypes.c_long(NR_CONTROL), *cargs)

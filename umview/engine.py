@@ -184,6 +184,12 @@ class Engine:
     def on_exit_status(self, tid, status):
         """tid is gone; status is its wait status (called after on_exit)."""
 
+    #: its prefixes name files it answers itself whatever the mounts show
+    #: there (the inner tracers' /proc service: a process's own status, its
+    #: copies), and the C core sends a plain prefix's calls to Python before
+    #: a move mount's: a move mount around them may still be served in C
+    beside_mounts = False
+
     #: the /proc/PID files (b"status", ...) whose opens this engine answers
     #: with a copy of its own, read with fdpass.view_proc_file (which shows
     #: in them what the view's inner tracers change, fdpass.proc_editor)

@@ -72,6 +72,7 @@ _CLONE_PTRACE = 0x2000
 _COPY_LINK = re.compile(r"^/memfd:umview:(/proc/.*) \(deleted\)$")
 _PROC_FD = re.compile(rb"^/proc/(self|thread-self|\d+)(?:/task/(\d+))?/fd/(\d+)$")
 _OWN_STATUS = (b"/proc/self/status", b"/proc/thread-self/status")
+_COPIES = b"/memfd:umview:"  # what the kernel shows as the path of a copy
 _PROC_FILE = re.compile(rb"^/proc/(self|thread-self|\d+)(?:/task/(\d+))?/(status|stat)$")
 _DEBUG = bool(os.environ.get("UMVIEW_DEBUG_PTRACE"))
 
@@ -172,6 +173,7 @@ class InnerTracing(Engine):
 
     name = "ptrace"
     description = "ptrace for the processes of the view (inner tracers)"
+    beside_mounts = True
     syscalls = frozenset({"ptrace"})
     newest = 2
     abis = frozenset({"x86_64"})  # i386 tracers: ENOSYS (docs/internals.md)
@@ -237,16 +239,17 @@ class InnerTracing(Engine):
         from the start where the view traps opens anyway (a path module):
         in a view without, each open would become a notification
         (docs/internals.md)."""
-        if self.prefixes == (b"/proc",):
+        if self.prefixes[:1] == (b"/proc",):
             return
-        # trapped before the first copy is made: stacked then, the filter
-        # could come after the copy's owner made its next call
-        self.syscalls = self.syscalls | self._STATFS
+        # fstatfs of an fd under the copies' "path" (the C core reads the
+        # fd's link), trapped before the first copy is made: stacked then,
+        # the filter could come after the copy's owner made its next call
+        self.fd_syscalls = self._STATFS
         self.path_syscalls = self.OPENS | self._LINKS
         # every path under /proc goes to Python then (a prefix claims every
         # path call): before the first inner tracer only a process's own
         # status, which programs read to tell whether they are traced
-        self.prefixes = (b"/proc",) if self.active else _OWN_STATUS
+        self.prefixes = ((b"/proc",) if self.active else _OWN_STATUS) + (_COPIES,)
         if refresh:
             self.monitor.refresh_claims()
 

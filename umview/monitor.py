@@ -290,8 +290,9 @@ class Dispatcher:
     def moves(self, prefixes):
         """target -> source of the move mounts (Engine.move_prefixes) the C
         core may serve calls under (UM_PREFIX_MOVE): one view, and no engine
-        but the mount itself (and the cwd tracker, which follows it) has a
-        prefix at, under or over its target or its source. Then what the
+        but the mount itself (and the cwd tracker, which follows it, and the
+        inner tracers' /proc service: Engine.beside_mounts) has a prefix at,
+        under or over its target or its source. Then what the
         engine chain makes of a path there is the mount's rewrite alone.
         UMVIEW_SERVE=0 turns this off."""
         if len(self.views) != 1 or os.environ.get("UMVIEW_SERVE", "1") == "0":
@@ -302,7 +303,7 @@ class Dispatcher:
                 if prefixes.get(target) != lib.UM_PREFIX_PLAIN:
                     continue
                 if not any(self._overlaps(o, (target, source)) for o in self.engines
-                           if o is not e and not o.mirrors_mounts):
+                           if o is not e and not o.mirrors_mounts and not o.beside_mounts):
                     out[target] = source
         return out
 
