@@ -41,6 +41,27 @@ def run(argv, *, cwd=None, env=None, input=None, timeout=300):
     return subprocess.run(argv, cwd=cwd, env=env, input=input, capture_output=True, timeout=timeout)
 
 
+def run_session(argv, what, timeout, env=None):
+    """Run argv in a session of its own, stdout and stderr together; its exit
+    code and output (bytes). Past timeout seconds, or once it ends, whatever
+    is left of the session is killed; a timeout fails the test (what: whose
+    run it was)."""
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f"{what}: more than {timeout}s\n" + out.decode(errors="replace")[-3000:])
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return proc.returncode, out
+
+
 def run_both(cmd, *, opts=(), shell=True, **kw):
     """Run cmd natively and under umview; return (native, umview) results."""
     argv = ["bash", "-c", cmd] if shell else list(cmd)

@@ -8,14 +8,12 @@ umview ~1 minute without an engine and ~1.5 minutes with an engine that
 sends every path call through Python.
 """
 import os
-import signal
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import engine_opts, umview_argv
+from conftest import engine_opts, run_session, umview_argv
 
 pytestmark = pytest.mark.slow
 
@@ -38,24 +36,11 @@ def regrtest(prefix, workdir, seen_as=None, layer=None):
             sys.executable, "-m", "test", "--timeout", str(FILE_TIMEOUT),
             "--junit-xml", os.path.join(inside, "results.xml"), *TESTS]
     env = dict(os.environ, TMPDIR=inside)
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        log, _ = proc.communicate(timeout=RUN_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        log, _ = proc.communicate()
-        pytest.fail(f"{' '.join(prefix) or 'native'} run took more than {RUN_TIMEOUT}s:\n"
-                    + log.decode(errors="replace")[-3000:])
-    finally:
-        try:  # whatever the tests left in the session
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
+    returncode, log = run_session(argv, f"{' '.join(prefix) or 'native'} run", RUN_TIMEOUT, env)
     log = log.decode(errors="replace")
     if not xml.exists():
         pytest.fail(f"no results from {' '.join(argv)}:\n{log[-3000:]}")
-    return proc.returncode, outcomes(xml), log
+    return returncode, outcomes(xml), log
 
 
 def outcomes(xml):

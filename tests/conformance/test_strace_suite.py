@@ -15,13 +15,12 @@ import glob
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 
 import pytest
 
-from conftest import need, umview_argv
+from conftest import need, run_session, umview_argv
 
 pytestmark = pytest.mark.slow
 
@@ -129,20 +128,7 @@ def suite(tests, prefix=()):
     argv = [*prefix, "sh", "-c", script, "suite", tests, tests_arg, " ".join(PROGRAMS)]
     # the strace the package installed: the suite's own would need src/ built
     env = dict(os.environ, STRACE=shutil.which("strace") or "strace")
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=RUN_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        pytest.fail(f"{' '.join(prefix) or 'native'}: more than {RUN_TIMEOUT}s\n"
-                    + out.decode(errors="replace")[-3000:])
-    finally:
-        try:  # whatever the tests left behind in the session
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
+    _, out = run_session(argv, " ".join(prefix) or "native", RUN_TIMEOUT, env)
     text = out.decode(errors="replace")
     results = dict(re.findall(r"^=(\S+) (\S+)$", text, re.M))
     return results, text
