@@ -69,7 +69,7 @@ _CLONE_PTRACE = 0x2000
 
 # a copy _proc_file hands over is a memfd named for the file it stands for:
 # /proc/self/fd/N of it reads "/memfd:umview:/proc/PID/status (deleted)"
-_COPY_LINK = re.compile(r"^/memfd:umview:(/proc/.*) \(deleted\)$")
+_COPY_LINK = re.compile(rb"^/memfd:umview:(/proc/.*) \(deleted\)$")
 _PROC_FD = re.compile(rb"^/proc/(self|thread-self|\d+)(?:/task/(\d+))?/fd/(\d+)$")
 _OWN_STATUS = (b"/proc/self/status", b"/proc/thread-self/status")
 _COPIES = b"/memfd:umview:"  # what the kernel shows as the path of a copy
@@ -96,14 +96,19 @@ def _s64(value):
     return value - (1 << 64) if value >> 63 else value
 
 
-def _proc_copy(tid, fd):
-    """The path of the /proc file that fd of thread tid is a copy of (one
-    _proc_file handed over), else None."""
+def _fd_link(tid, fd):
+    """What the kernel shows as the path of fd of thread tid (bytes), or None."""
     try:
-        m = _COPY_LINK.match(os.readlink(f"/proc/{tid}/fd/{fd}"))
+        return os.fsencode(os.readlink(f"/proc/{tid}/fd/{fd}"))
     except (OSError, ValueError):
         return None
-    return m and os.fsencode(m.group(1))
+
+
+def _copy_of(link):
+    """The path of the /proc file a copy _proc_file handed over stands for,
+    given the copy's fd link; None for any other file."""
+    m = link is not None and _COPY_LINK.match(link)
+    return m.group(1) if m else None
 
 
 def _tgid(tid):
@@ -214,7 +219,7 @@ class InnerTracing(Engine):
             paths = call.paths()
             return bool(paths and paths[0] is not None and _PROC_FILE.match(paths[0]))
         if call.name in self._STATFS:
-            return _proc_copy(call.tid, core.signed32(call.args[0])) is not None
+            return _copy_of(_fd_link(call.tid, core.signed32(call.args[0]))) is not None
         if call.name in self._LINKS:
             paths = call.paths()
             return bool(paths and paths[0] is not None and _PROC_FD.match(paths[0]))
@@ -371,16 +376,15 @@ class InnerTracing(Engine):
             tid = fdpass.proc_pid(m.group(2) or m.group(1), call.tid, self.tgid_of)
         except ValueError:
             return CONTINUE
-        path = _proc_copy(tid, int(m.group(3)))
+        link = _fd_link(tid, int(m.group(3)))
+        if link is None:
+            return CONTINUE  # the kernel says what is wrong
+        path = _copy_of(link)
         if path is not None and call.name == "statfs":
             return self._proc_statfs(call, 1)
         if path is None and call.name != "statfs":
             # a file in a layer of the view: the path the view shows (a
             # tracer's -y, another process's fd)
-            try:
-                link = os.fsencode(os.readlink(f"/proc/{tid}/fd/{int(m.group(3))}"))
-            except OSError:
-                return CONTINUE
             path = next(filter(None, (e.shown_path(link) for e in self.monitor.dispatcher.engines)), None)
         if path is None:
             return CONTINUE

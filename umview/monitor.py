@@ -744,8 +744,7 @@ class Monitor:
         self._deferred = []
         for e in engines:
             self.dispatcher.add(e)
-        if any(e.path_syscalls & InnerTracing.OPENS for e in engines):
-            self.inner.watch_proc(refresh=False)
+        self._watch_proc(engines)
         self.spin = spin
         #: a umview.landlock.Ruleset the first process enforces (a sandbox's), or None
         self.landlock = None
@@ -777,9 +776,14 @@ class Monitor:
         """Register engines in view (the root if None) in one reload of the tables."""
         for e in engines:
             self.dispatcher.add(e, view)
+        self._watch_proc(engines)
+        self.refresh_claims(", ".join(e.name for e in engines))
+
+    def _watch_proc(self, engines):
+        """Engines that trap opens anyway (path modules): the inner tracers'
+        /proc service may watch a process's own status at no extra cost."""
         if any(e.path_syscalls & InnerTracing.OPENS for e in engines):
             self.inner.watch_proc(refresh=False)
-        self.refresh_claims(", ".join(e.name for e in engines))
 
     def refresh_claims(self, why="ptrace"):
         """The engines' claims changed while the view runs: tables reloaded,
