@@ -102,7 +102,8 @@ class Reserve(Engine):
     name = "reserve"
     description = "the calls modules loaded at run time may claim (--services)"
     mounts_later = True
-    _CLAIMS = ("syscalls", "path_syscalls", "fd_syscalls", "vcwd_syscalls", "families", "unix_addr_syscalls")
+    _CLAIMS = ("syscalls", "path_syscalls", "fd_syscalls", "vcwd_syscalls", "families", "unix_addr_syscalls",
+               "sockname_syscalls")
 
     def __init__(self):
         from umview.cwd import CwdTracker  # lazy, as in load_modules

@@ -34,6 +34,9 @@
                            * access with (setuid, setgroups, capset, unshare, setns,
                            * landlock_restrict_self...): C serves no call of that
                            * thread again before it has looked at it anew */
+#define UM_CLAIM_SOCKNAME 1024 /* calls that give back a socket's address (getsockname,
+                                * getpeername, accept): to Python only once the view has
+                                * bound an AF_UNIX name it rewrote (um_set_socknames) */
 #define UM_CLAIM_EXEC 512  /* with UM_CLAIM_PATH, an exec: its #! interpreter or ELF loader
                             * (PT_INTERP) is checked as its path is (Engine.exec_syscalls) */
 
@@ -494,6 +497,7 @@ int um_decide(struct um_decide_in *in);
 int um_follows_last(const struct um_decide_in *in, int sc, int slot);
 void um_set_symlink_check(int on);
 void um_set_families(uint64_t bits); /* bit f: socket family f is claimed (UM_CLAIM_FAMILY) */
+void um_set_socknames(int on); /* UM_CLAIM_SOCKNAME calls go to Python */
 void um_restore_signals(void);
 
 /* For tests: make the core's register writes fail with EIO, as a kernel

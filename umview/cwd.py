@@ -47,7 +47,7 @@ from umview import core, fdpass, longpath
 from umview.core import lib
 from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip, _normalize, under_any
 from umview.pathwalk import dotted, plain_path, walk
-from umview.service import RedirectMount, ViewLookup, realize
+from umview.service import SOCKNAME_SYSCALLS, RedirectMount, ViewLookup, realize, sockname_enter, sockname_exit
 from umview.syscalls import PATH_SYSCALLS
 
 AT_FDCWD = core.AT_FDCWD
@@ -85,6 +85,9 @@ class CwdTracker(Engine):
     # AF_UNIX socket paths of a process under a virtual root (the mounts
     # claim them too: no call stops for this alone)
     unix_addr_syscalls = frozenset({"bind", "connect"})
+    # and the calls that give such a name back: the name the process bound,
+    # not the one a mount made of it (service.record_bound_name)
+    sockname_syscalls = SOCKNAME_SYSCALLS
     per_view = "cwd"  # a nested view's tracker follows every mount of its stack
 
     def __init__(self):
@@ -279,6 +282,8 @@ class CwdTracker(Engine):
 
     # --- calls ---
     def wants(self, call):
+        if call.name in SOCKNAME_SYSCALLS:
+            return True
         if call.name in self.unix_addr_syscalls:
             return self._tgid(call.tid) in self.vroot or self._relative_socket(call) is not None
         if call.name in self.syscalls or call.name in self.vcwd_syscalls:
@@ -293,6 +298,12 @@ class CwdTracker(Engine):
         g = self._tgid(call.tid)
         vcwd = self.vcwd.get(g)
         root = self.vroot.get(g)
+        if call.name in SOCKNAME_SYSCALLS:
+            given = sockname_enter(call)
+            if given is None:
+                return CONTINUE
+            call.state(self).sockname = given
+            return CONTINUE_AFTER
         if call.name in self.unix_addr_syscalls:
             if root is not None:
                 return self._rooted_socket(call, root, vcwd)
@@ -347,6 +358,9 @@ class CwdTracker(Engine):
 
     def exit(self, call):
         if call.retval is None or call.retval < 0:
+            return
+        if call.name in SOCKNAME_SYSCALLS:
+            sockname_exit(call, call.state(self).sockname)
             return
         g = self._tgid(call.tid)
         if call.name in EXECS:

@@ -133,6 +133,10 @@ class Engine:
     #: path (the C core reads its first bytes); other families never stop
     #: in Python
     unix_addr_syscalls = frozenset()
+    #: calls that give back a socket's address (getsockname, getpeername,
+    #: accept) that this engine sees once the view has bound an AF_UNIX name
+    #: it rewrote (service.record_bound_name); before that none stops
+    sockname_syscalls = frozenset()
     #: calls this engine sees only where one argument has one of a few values:
     #: {name: (argument index, frozenset of values)}; the filter tests the
     #: argument's low 32 bits (ioctl requests), the other calls never stop
@@ -203,7 +207,8 @@ class Engine:
 
     def wants(self, call):
         """Does this engine claim this particular call?"""
-        if call.name in self.syscalls or call.name in self.vcwd_syscalls or call.name in self.unix_addr_syscalls:
+        if (call.name in self.syscalls or call.name in self.vcwd_syscalls or call.name in self.unix_addr_syscalls
+                or call.name in self.sockname_syscalls):
             return True
         if call.name == "socket" and self.families:
             return core.signed32(call.args[0]) in self.families

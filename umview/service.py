@@ -21,6 +21,106 @@ from umview.syscalls import PATH_SYSCALLS
 
 AF_UNIX = 1
 SUN_PATH_MAX = 108  # sizeof(sockaddr_un.sun_path)
+SOCKADDR_UN_SIZE = 2 + SUN_PATH_MAX
+
+# The AF_UNIX names a bind of the view gave the kernel in place of the one
+# the process gave (a mount's real path, a layer's, a short alias): the
+# kernel keeps the name it was given, and getsockname, getpeername and
+# accept give it back. stored name -> the name before the rewrite (a chain
+# where two engines rewrote, newest first: each records its own step).
+_BOUND_NAMES = {}
+_BOUND_INODES = {}  # the socket (its fd link, socket:[INODE]) -> the name it was bound by
+SOCKNAME_SYSCALLS = frozenset({"getsockname", "getpeername", "accept", "accept4"})
+
+
+def record_bound_name(call, stored):
+    """A bind about to give the kernel the name stored (bytes, as passed)
+    where the call's address names another path now: what it names now is
+    what getsockname shows the view (a bind that fails leaves a name no
+    socket has; the next bind to the same stored name replaces it)."""
+    if call.name != "bind":
+        return
+    try:
+        shown = RedirectMount._sockaddr(call)
+    except OSError:
+        return
+    if shown is None or shown == stored:
+        return
+    if not _BOUND_NAMES:
+        from umview.core import lib
+        lib.um_set_socknames(1)  # from now on the C core hands over SOCKNAME_SYSCALLS
+    _BOUND_NAMES[stored] = shown
+    inode = _socket_inode(call.tid, call.args[0])
+    if inode is not None:
+        _BOUND_INODES[inode] = stored
+
+
+def _socket_inode(tid, fd):
+    from umview import core
+    link = core.proc_link(tid, core.signed32(fd))
+    if link is None or not link.startswith(b"socket:["):
+        return None
+    return link
+
+
+def shown_name(stored):
+    """The name the view shows for a name the kernel holds, or None."""
+    shown = None
+    for _ in range(8):  # each engine's step, newest last
+        step = _BOUND_NAMES.get(stored)
+        if step is None:
+            break
+        shown = stored = step
+    return shown
+
+
+def sockname_enter(call):
+    """At the entry of a SOCKNAME_SYSCALLS call: the address buffer and its
+    length as given (the kernel writes back the full length), or None."""
+    addr, lenp = call.args[1], call.args[2]
+    if not _BOUND_NAMES or not addr or not lenp:
+        return None
+    try:
+        size = struct.unpack("i", call.read_mem(lenp, 4))[0]
+    except OSError:
+        return None
+    return (addr, lenp, size) if size >= 0 else None
+
+
+def sockname_exit(call, given):
+    """At the exit of a SOCKNAME_SYSCALLS call that succeeded: where the
+    address the kernel wrote is a name the view rewrote at bind, write the
+    one the process bound, as the kernel does (the bytes that fit the
+    buffer, and the full length)."""
+    addr, lenp, size = given
+    try:
+        length = struct.unpack("i", call.read_mem(lenp, 4))[0]
+        if length <= 2 or size <= 2:
+            return
+        data = call.read_mem(addr, min(size, length))
+    except OSError:
+        return
+    if struct.unpack_from("H", data)[0] != AF_UNIX or data[2:3] in (b"", b"\0"):
+        return  # not AF_UNIX, unnamed, or an abstract name
+    if length > len(data):
+        # cut short by the buffer (or a name of the whole 108 bytes, which
+        # has no room for its NUL): the one stored name of that length
+        # that starts so
+        head = data[2:]
+        mine = _BOUND_INODES.get(_socket_inode(call.tid, call.args[0])) if call.name == "getsockname" else None
+        stored = [mine] if mine is not None and len(mine) + 3 == length and mine.startswith(head) else [
+            n for n in _BOUND_NAMES if len(n) + 3 == length and n.startswith(head)]
+        shown = shown_name(stored[0]) if len(stored) == 1 else None
+    else:
+        shown = shown_name(data[2:].split(b"\0", 1)[0])
+    if shown is None:
+        return
+    full = struct.pack("H", AF_UNIX) + shown + b"\0"
+    try:
+        call.write_mem(addr, full[:size])
+        call.write_mem(lenp, struct.pack("i", len(full)))
+    except OSError:
+        pass
 
 
 class Module:
@@ -276,7 +376,9 @@ class RedirectMount(Engine):
         call.write_mem(where, addr)
         args = list(call.args)
         args[call.index_of("addr")] = where
-        args[call.index_of("addrlen")] = len(addr)
+        # a name of the whole 108 bytes goes without its NUL, as the
+        # process may give it (the kernel ends it)
+        args[call.index_of("addrlen")] = min(len(addr), SOCKADDR_UN_SIZE)
         return args
 
     @classmethod
@@ -284,6 +386,7 @@ class RedirectMount(Engine):
         """Make the call's sockaddr_un name the real path."""
         if len(real) >= SUN_PATH_MAX:
             raise OSError(errno.ENAMETOOLONG, "socket path too long once redirected")
+        record_bound_name(call, real)
         args = cls._sockaddr_args(call, real)
         for name in ("addr", "addrlen"):
             call.set_arg(name, args[call.index_of(name)])

@@ -44,7 +44,7 @@ from umview import core, janitor, layerdiff, layerfmt, longpath
 from umview.engine import CONTINUE, CONTINUE_AFTER, Skip
 from umview.layerdiff import ORIGIN_XATTR as ORIGIN  # on an upper copy: the lower name it was renamed from
 from umview.pathwalk import dotted, lstat_plain
-from umview.service import SUN_PATH_MAX, RedirectMount
+from umview.service import SUN_PATH_MAX, RedirectMount, record_bound_name
 
 log = logging.getLogger("umview")
 
@@ -54,6 +54,8 @@ NAME_MAX = 255
 VOID = layerfmt.RESERVED + b"void"
 
 O_WRONLY, O_RDWR, O_CREAT, O_EXCL, O_TRUNC = 0o1, 0o2, 0o100, 0o200, 0o1000
+O_ACCMODE = 0o3
+TRUNCATES = frozenset({"truncate", "truncate64"})
 O_DIRECTORY, O_TMPFILE = 0o200000, 0o20200000
 O_WRITES = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC
 AT_FDCWD = -100
@@ -155,6 +157,25 @@ def _join(base, rel):
 def _rjoin(a, b):
     """Two relative paths joined (either may be empty)."""
     return a + b"/" + b if a and b else a or b
+
+
+def _running(path, st):
+    """Does some process run the regular file path (lstat st) as its program?
+    The kernel refuses to give write access to such a file (ETXTBSY, for an
+    open for writing or truncate, after the permission checks); a copy-up
+    would hand the writer a copy instead. /proc/PID/exe of every process the
+    monitor can see, for a file with an execute bit (exec needs one)."""
+    if not stat.S_ISREG(st.st_mode) or not st.st_mode & 0o111 or not longpath.access(path, os.W_OK):
+        return False
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                exe = os.stat(f"/proc/{pid}/exe")
+            except OSError:
+                continue
+            if exe.st_ino == st.st_ino and exe.st_dev == st.st_dev:
+                return True
+    return False
 
 
 def _parent(rel):
@@ -1274,8 +1295,10 @@ class LayeredMount(RedirectMount):
         return self.layers.mode == "merge" or (
             self.layers.mode == "mincow" and longpath.access(path, os.W_OK, follow_symlinks=False))
 
-    def _for_change(self, call, s, data=True):
-        """Make the existing name of slot s changeable; returns its node."""
+    def _for_change(self, call, s, data=True, write=False):
+        """Make the existing name of slot s changeable; returns its node.
+        write: the call needs write access to the file (an open for writing,
+        truncate), which the kernel refuses to a program some process runs."""
         slot, index, rel, raw = s
         node = self._probe(call, rel)
         if raw.endswith(b"/") and not node.is_dir:
@@ -1284,6 +1307,8 @@ class LayeredMount(RedirectMount):
             return node
         if node.upper is None and node.lower is not None and not stat.S_ISDIR(node.lower.st_mode):
             if not self._writable_lower(node.real):
+                if write and _running(node.real, node.lower):
+                    raise OSError(errno.ETXTBSY, os.strerror(errno.ETXTBSY))
                 self.layers.copy_up(node, data=data)
                 node = self._probe(call, rel)
         elif node.upper is None and node.lower is not None and not self._writable_lower(node.real):
@@ -1304,7 +1329,7 @@ class LayeredMount(RedirectMount):
         if call.name in XATTR_CHANGES and call.attr is not None and call.attr.startswith(LAYER_XATTRS):
             # the layer's own (an opaque directory), as overlayfs keeps them
             raise OSError(errno.EPERM, os.strerror(errno.EPERM))
-        self._for_change(call, s)
+        self._for_change(call, s, write=call.name in TRUNCATES)
         return CONTINUE
 
     def _access(self, call, s):
@@ -1419,7 +1444,8 @@ class LayeredMount(RedirectMount):
                 # EISDIR from the kernel; devices and fifos are written in place
                 self._set(call, index, node.real, raw)
                 return CONTINUE
-            self._for_change(call, s, data=not flags & O_TRUNC)
+            self._for_change(call, s, data=not flags & O_TRUNC,
+                             write=flags & O_ACCMODE in (O_WRONLY, O_RDWR) or bool(flags & O_TRUNC))
             return CONTINUE
         if not flags & O_CREAT:
             self._set(call, index, node.real, raw)
@@ -1753,6 +1779,31 @@ class LayeredMount(RedirectMount):
         return rel
 
     # --- AF_UNIX sockets ---
+    def _bind_as_named(self, call, rel, real):
+        """A bind by a plain relative name ("s.sock", "run/s.sock") that lands
+        at that name below the directory the layer shows as the cwd: made from
+        that directory with the process's own address, the kernel keeps the
+        name as the process gave it, for every reader (getsockname,
+        /proc/net/unix, sock_diag). None where that cannot be (an absolute or
+        dotted name, a process of several threads, a notification: the name
+        is rewritten, and the calls that give it back mend it)."""
+        try:
+            named = self._sockaddr(call)
+        except OSError:
+            return None
+        if (not named or named.startswith(b"/") or not real.endswith(b"/" + named)
+                or any(c in (b"", b".", b"..") for c in named.split(b"/"))):
+            return None
+        head = real[:-len(named) - 1]
+        if head == core.proc_link(call.tid):
+            return None  # the cwd itself (mincow made it in place): the kernel's
+        if call.notified or len(os.listdir(f"/proc/{call.tid}/task")) != 1:
+            return None
+        result = call.run_in_directory(head, list(call.args))
+        self.listings.forget(_parent(rel)[0])
+        self._rescan(rel)
+        return Skip(result)
+
     def _socket(self, call):
         path = os.path.normpath(self._socket_path(call))
         rel = self.relative(path)
@@ -1774,6 +1825,10 @@ class LayeredMount(RedirectMount):
                 real = node.real
         else:
             real = node.real
+        if call.name == "bind":
+            kept = self._bind_as_named(call, rel, real)
+            if kept is not None:
+                return kept
         if len(real) >= SUN_PATH_MAX:
             # the layer's path made it too long for sun_path: reach the
             # directory through a short symlink of ours (the kernel follows
@@ -1783,6 +1838,7 @@ class LayeredMount(RedirectMount):
             if len(real) >= SUN_PATH_MAX:
                 # a name of its own too long for that: the call is made
                 # from the directory, as the process made it from its own
+                record_bound_name(call, name)
                 result = call.run_in_directory(head, self._sockaddr_args(call, name))
                 if result >= 0 and call.name == "bind":
                     self.listings.forget(_parent(rel)[0])

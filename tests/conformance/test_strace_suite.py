@@ -28,8 +28,9 @@ pytestmark = pytest.mark.slow
 # and their siginfo, waits, ptrace and PTRACE_GET_SYSCALL_INFO as decoded,
 # seccomp (strict, filters, --seccomp-bpf), syscall injection and tampering
 # (-e inject, poke, under a traced strace), status qualifiers, threads with
-# execve, pidfd, restart, -D (TracerPid), pid namespaces, fstatfs of /proc
-SUBSET = ["fork-f.gen", "vfork-f.gen", "execve", "execveat.gen", "chdir.gen", "openat.gen",
+# execve, pidfd, restart, -D (TracerPid), pid namespaces, fstatfs of /proc,
+# Unix socket names (-y, -yy), creat of a running program
+SUBSET = ["net-y-unix", "net-yy-unix", "creat.gen", "fork-f.gen", "vfork-f.gen", "execve", "execveat.gen", "chdir.gen", "openat.gen",
           "fstat.gen", "statfs.gen", "fstatfs.gen", "kill.gen", "signal_receive.gen", "siginfo.gen",
           "wait4.gen", "waitid.gen", "ptrace.gen", "ptrace_syscall_info.gen", "seccomp-filter.gen",
           "seccomp-strict", "filter_seccomp.gen", "attach-f-p", "attach-p-cmd", "strace-ff",
@@ -39,8 +40,8 @@ SUBSET = ["fork-f.gen", "vfork-f.gen", "execve", "execveat.gen", "chdir.gen", "o
           "detach-stopped", "detach-running", "restart_syscall", "readlink.gen", "nsyscalls"]
 # the programs they run (found by reading the test scripts for ../PROGRAM)
 PROGRAMS = ["attach-f-p", "attach-f-p-cmd", "attach-p-cmd-cmd", "attach-p-cmd-p", "chdir",
-            "clone_ptrace", "execve", "execveat", "fork-f", "fstat", "fstatfs",
-            "getpid--pidns-translation", "is_linux_mips_n64", "kill", "nsyscalls", "openat",
+            "clone_ptrace", "creat", "execve", "execveat", "fork-f", "fstat", "fstatfs",
+            "getpid--pidns-translation", "is_linux_mips_n64", "kill", "net-y-unix", "net-yy-unix", "nsyscalls", "openat",
             "pidfd_open", "pidfd_send_signal", "poke", "print_ppid_tracerpid", "ptrace",
             "ptrace_syscall_info", "qual_inject-retval", "qual_signal", "readlink",
             "restart_syscall", "seccomp-filter", "seccomp-strict", "set_ptracer_any", "siginfo",

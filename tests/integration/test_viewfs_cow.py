@@ -528,6 +528,79 @@ def test_unix_socket_bound_in_a_cow_view_lives_in_the_layer_even_with_a_long_pat
     assert stat.S_ISSOCK(os.lstat(layer + os.path.join(deep, "s")).st_mode)
 
 
+@pytest.mark.parametrize("mode", ["cow", "move"])
+def test_unix_socket_names_read_back_as_bound(scratch, mode):
+    # the kernel keeps the name a socket was bound by, and getsockname,
+    # getpeername and accept give it back (progs/unixnames.c: relative,
+    # absolute and 108-byte names, short buffers); the view bound the
+    # layer's (or the mount's source's) name, which the process must not see
+    need_user("root")
+    exe = os.path.join(scratch, "unixnames")
+    subprocess.run(["gcc", "-O2", "-o", exe, os.path.join(PROGS, "unixnames.c")], check=True)
+    low = os.path.join(scratch, "low", "d" * 20)
+    os.makedirs(low)
+    native = run([exe, low])
+    assert native.returncode == 0, native.stdout
+    assert b"path=rel.sock" in native.stdout and b"len=111 path=nnnn" in native.stdout
+    shutil.rmtree(low)
+    os.makedirs(low)
+    if mode == "cow":
+        source, target = os.path.join(scratch, "l" * 60), "/"
+    else:
+        source, target = os.path.join(scratch, "s" * 60), low
+        os.makedirs(source)
+    r = run(view_argv("root", source, target, mode, exe, low))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.decode() == native.stdout.decode()
+    assert os.listdir(low) == []  # every socket was made in the layer or the source
+
+
+BUSY = r"""
+import os, subprocess, sys, time
+prog = sys.argv[1]
+p = subprocess.Popen([prog, "30"])
+time.sleep(0.3)
+for what, act in (("open-w", lambda: os.close(os.open(prog, os.O_WRONLY))),
+                  ("open-rw", lambda: os.close(os.open(prog, os.O_RDWR))),
+                  ("open-rdonly-trunc", lambda: os.close(os.open(prog, os.O_RDONLY | os.O_TRUNC))),
+                  ("creat", lambda: os.close(os.open(prog, os.O_WRONLY | os.O_CREAT | os.O_TRUNC))),
+                  ("truncate", lambda: os.truncate(prog, 0)),
+                  ("open-r-creat", lambda: os.close(os.open(prog, os.O_RDONLY | os.O_CREAT)))):
+    try:
+        act()
+        print(what, "ok")
+    except OSError as e:
+        print(what, e.strerror)
+p.kill()
+p.wait()
+os.close(os.open(prog, os.O_WRONLY | os.O_APPEND))  # once it ends, writable again
+print("after", "ok")
+"""
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_a_running_program_cannot_be_opened_for_writing(scratch, user):
+    # the kernel refuses write access to a file some process runs (ETXTBSY),
+    # after the permission checks; a copy-up would have given the writer a
+    # copy of it instead (strace's creat test)
+    need_user(user)
+    low = os.path.join(scratch, "low")
+    os.makedirs(low)
+    prog = os.path.join(low, "prog")
+    shutil.copy("/bin/sleep", prog)
+    if user != "root":
+        chown_tree(scratch, NOBODY)
+    native = run(as_user(user, ["/usr/bin/python3", "-c", BUSY, prog]))
+    assert native.returncode == 0, native.stderr
+    assert b"creat Text file busy" in native.stdout  # the kernel's own answer
+    shutil.copy("/bin/sleep", prog)
+    before = fingerprint([low])
+    r = run(view_argv(user, os.path.join(scratch, "layer"), "/", "cow", "/usr/bin/python3", "-c", BUSY, prog))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode() == native.stdout.decode()
+    assert fingerprint([low]) == before
+
+
 INODES = r"""
 import os, sys
 root = sys.argv[1]

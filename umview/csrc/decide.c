@@ -144,6 +144,8 @@ static int fd_check;       /* set by Python: an empty or NULL path's dirfd is lo
 
 void um_set_symlink_check(int on) { check_symlinks = on; }
 void um_set_families(uint64_t bits) { family_set = bits; }
+static int socknames;  /* UM_CLAIM_SOCKNAME calls go to Python (a rewritten AF_UNIX name is bound) */
+void um_set_socknames(int on) { socknames = on; }
 void um_set_fd_check(int on) { fd_check = on; }
 
 static int symlink_on_path(const char *raw, int follow)
@@ -1006,6 +1008,8 @@ int um_decide(struct um_decide_in *in)
             python = 1;
     }
     if ((c & UM_CLAIM_UNIXADDR) && in->unix_path)
+        python = 1;
+    if ((c & UM_CLAIM_SOCKNAME) && socknames)
         python = 1;
     if (!(c & UM_CLAIM_PATH))
         return python;
