@@ -34,6 +34,11 @@ Configurations:
   strace       strace -f -o /dev/null
   umview-strace  umview -- strace -f -o /dev/null: strace inside a view, on the
                ptrace the monitor emulates (compare with strace)
+  strace-floor  strace -f -o /dev/null under bench/notifloor.c trapping
+               strace's ptrace and wait4 calls (each answered CONTINUE at
+               once): the least an emulated ptrace built on seccomp user
+               notifications adds to native strace -f, before any work of
+               its own (the floor for umview-strace; built with gcc)
   unshare-net  unshare -rn with lo up: the kernel's own private network, the
                floor for umview-vnet (for the net workload)
   notif-floor  bench/notifloor.c: the path calls trapped by seccomp user
@@ -92,7 +97,7 @@ FS_CONFIGS = ("fuse-native", "umview-fs", "umview-unreal-on-native", "umview-nul
               "fuse-native-1cpu", "umview-fs-1cpu")
 ONE_CPU = ["taskset", "-c", "0"]
 ALL_CONFIGS = ("native", "umview", "umview-null", "umview-unreal", "umview-cow", "umview-sandbox", "umview-vnet", "proot",
-               "proot-b", "strace", "umview-strace", "unshare-net", "notif-floor") + FS_CONFIGS
+               "proot-b", "strace", "umview-strace", "strace-floor", "unshare-net", "notif-floor") + FS_CONFIGS
 ALL_WORKLOADS = ("true", "make", "find", "git", "pyimport", "pytest", "regrtest", "net",
                  "fs-true", "fs-tar", "fs-read")
 
@@ -647,6 +652,14 @@ def build_configs(args):
                 notes.append(f"notif-floor: skipped, {why}")
                 continue
             configs.append(Config("notif-floor", [tool, "--"], tool))
+        elif name == "strace-floor":
+            tool, why = build_notifloor()
+            strace = shutil.which("strace")
+            if not tool or not strace:
+                notes.append(f"strace-floor: skipped, {why or 'strace not installed (apt-get install strace)'}")
+                continue
+            configs.append(Config("strace-floor", [tool, "-s", "ptrace,wait4", "--", strace, "-f", "-o", "/dev/null"],
+                                  tool))
         elif name == "strace":
             tool = shutil.which("strace")
             if not tool:
