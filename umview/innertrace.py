@@ -1015,7 +1015,9 @@ class InnerTracing(Engine):
         name = call.name
         args = self._wait_args(call.tid, name, [_u64(a) for a in call.args])
         self.waiters.pop(call.tid, None)  # a wait it left (a stop it was woken for may still come)
-        self.parked.pop(call.tid, None)  # a parked wait a signal ended
+        # a parked wait a signal ended (SIGCHLD of a child that is no
+        # tracee, maybe): this one must see what the kernel's would
+        ended = self.parked.pop(call.tid, None) is not None
         served = self._serve_wait(call.tid, tgid, name, args)
         if _DEBUG:
             _dbg(call.tid, name, [hex(a) for a in args[:4]], "served", served, call.notified)
@@ -1039,11 +1041,10 @@ class InnerTracing(Engine):
                 return CONTINUE  # the kernel's own look at its real children
             call.state(self).nohang = (name, args)
             return CONTINUE_AFTER
-        if call.notified and self._only_tracees(tgid, name, args):
+        if call.notified and (not ended or self._only_tracees(tgid, name, args)):
             # it waits as its notification until a stop or exit comes for
             # it (_wake), or the exit of a real child that is a tracee
-            # (_real_wait). A real child that is none (strace's command
-            # before strace seizes it) may end it: the kernel's wait then
+            # (_real_wait); a child that is none ends it by its SIGCHLD
             self.parked[call.tid] = (call.nr, name, args)
             return PARK
         if not self._real_candidates(tgid, name, args):
