@@ -64,10 +64,8 @@
 #define UM_EV_ERROR 6        /* waitpid failed unexpectedly; msg = errno */
 #define UM_EV_NOTIF 7        /* a claimed call waiting as a user notification (UM_CLAIM_NOTIFY):
                               * abi, sc, nr, args, ip as at UM_EV_SYSCALL; no ptrace stop, so
-                              * no um_inject, no register access; replies: CONTINUE, SKIP
-                              * (msg: how many arguments the call has, if an answer too
-                              * late stands for the call made again; else 0), REDIRECT, PARK;
-                              * um_notif_addfd completes it with an fd */
+                              * no um_inject, no register access; replies: CONTINUE, SKIP,
+                              * REDIRECT; um_notif_addfd completes it with an fd */
 #define UM_EV_STOP 8         /* a stop of a thread Python watches (um_set_inner): status is the
                               * wait status the monitor got; msg is the ptrace event message at
                               * an event stop, UM_STOP_ENTRY / UM_STOP_EXIT at a syscall stop
@@ -103,9 +101,6 @@
 #define UM_REPLY_SKIP 2           /* do not run it; the tracee gets ev->rval */
 #define UM_REPLY_REDIRECT 3       /* UM_EV_NOTIF only: interrupt the thread and take the
                                    * call again at a ptrace stop (UM_EV_SYSCALL) */
-
-#define UM_REPLY_PARK 4           /* UM_EV_NOTIF only: leave the call waiting, unanswered, for
-                                   * um_notif_answer (an inner tracer's blocking wait) */
 
 /* ev->changed bits: what Python modified in the event */
 #define UM_CHANGED_ARGS 1
@@ -444,14 +439,6 @@ int um_mm_shared(int tid);
  * number, or -errno (-ENOENT: the caller died or a signal ended its wait;
  * -EMFILE; -EINVAL: no notification pending). Then the reply is not sent. */
 int um_notif_addfd(int srcfd, unsigned int newfd_flags);
-/* Is tid's parked notification (UM_REPLY_PARK) still waiting? 0 once the
- * caller died or a signal ended its wait (the call is then made anew, or
- * fails with EINTR, as a blocking call does). */
-int um_notif_parked(int tid);
-/* Answer tid's parked notification: the call returns rval (>= 0, or
- * -errno), or with cont, runs as the kernel's. 0, or -errno (-ENOENT: the
- * wait ended meanwhile; nothing parked). */
-int um_notif_answer(int tid, int64_t rval, int cont);
 /* --- the fast-path decision, as a pure function (docs/internals.md) ---
  * At a trapped call the C core gathers what the claim bits of the call
  * need (path strings and the directories they are relative to, the file of

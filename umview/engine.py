@@ -38,10 +38,6 @@ class Action:
 
 CONTINUE = Action("CONTINUE")
 CONTINUE_AFTER = Action("CONTINUE_AFTER")
-#: at a notification only (call.notified): leave the call waiting, unanswered;
-#: the engine answers it later (core.lib.um_notif_answer), as a blocking call
-#: returns when what it waits for comes
-PARK = Action("PARK")
 
 
 class Skip:
@@ -141,17 +137,6 @@ class Engine:
     #: accept) that this engine sees once the view has bound an AF_UNIX name
     #: it rewrote (service.record_bound_name); before that none stops
     sockname_syscalls = frozenset()
-    #: of ``syscalls``, those this engine serves at a seccomp user notification
-    #: as well as at a ptrace stop (it answers with Skip and writes to the
-    #: process's memory; a rewrite or an exit hook takes the call again at a
-    #: ptrace stop): where every engine that claims one says so, the filter
-    #: traps it as a notification (5 us) instead of a ptrace stop (45 us)
-    notify_syscalls = frozenset()
-    #: of those, the ones it may claim later (an inner tracer's waits, once
-    #: there is one): trapped from the start as notifications, which the C
-    #: core lets run while no engine claims them (a filter stacked later
-    #: could not notify: a process has one listener)
-    notify_later = frozenset()
     #: calls this engine sees only where one argument has one of a few values:
     #: {name: (argument index, frozenset of values)}; the filter tests the
     #: argument's low 32 bits (ioctl requests), the other calls never stop
@@ -321,7 +306,6 @@ class Call:
         self.execed = False
         #: the name of the engine that skipped the call (virtualized it), or None
         self.skipped_by = None
-        self.replayable = False  # Dispatcher.enter: its Skip stands if answered too late
         #: what umview knows of this call on this ABI (umview.syscalls.Spec):
         #: its arguments by name, its path slots, its nofollow rules
         self.spec = spec

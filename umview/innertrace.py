@@ -31,7 +31,7 @@ import time
 
 from umview import core, fdpass
 from umview.core import ffi, lib
-from umview.engine import CONTINUE, CONTINUE_AFTER, PARK, Engine, Skip
+from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip
 
 # requests (include/uapi/linux/ptrace.h, arch/x86/include/uapi/asm/ptrace-abi.h)
 TRACEME, PEEKTEXT, PEEKDATA, PEEKUSER, POKETEXT, POKEDATA, POKEUSER, CONT, KILL, SINGLESTEP = range(10)
@@ -180,14 +180,6 @@ class InnerTracing(Engine):
     description = "ptrace for the processes of the view (inner tracers)"
     beside_mounts = True
     syscalls = frozenset({"ptrace"})
-    # its requests are answered from the monitor's own ptrace of the tracee
-    # and writes to the tracer's memory: at a notification, no stop of the
-    # tracer (the waits, which may block, stay ptrace stops)
-    notify_syscalls = frozenset({"ptrace", "wait4", "waitid", "waitpid"})
-    # and the waits, claimed from the first inner tracer: a blocking one is
-    # left waiting as its notification (PARK) and answered when its stop
-    # comes, with no interrupt and no restart
-    notify_later = frozenset({"wait4", "waitid", "waitpid"})
     newest = 2
     abis = frozenset({"x86_64"})  # i386 tracers: ENOSYS (docs/internals.md)
     _WAITS = frozenset({"wait4", "waitid", "waitpid"})
@@ -201,8 +193,6 @@ class InnerTracing(Engine):
         self.exited = {}    # tracer tgid -> [_Exited]
         self.waiters = {}   # tracer tid -> (number, name, args) of the wait it blocks in (maybe as pause),
                             # or None: interrupted to make a wait it may be in start again (_kick_waits)
-        self.parked = {}    # tracer tid -> (number, name, args) of the wait it blocks in as a
-                            # notification (PARK); left there once that wait ended unanswered
         self.active = False
         self._tgids = {}    # tid -> tgid, while the thread lives (exit_event forgets it)
         self._sigchld = {}  # tracer tgid -> (when asked, does it see SIGCHLD)
@@ -433,9 +423,6 @@ class InnerTracing(Engine):
 
     # --- requests ---
     def _ptrace(self, call):
-        # in no wait now: a stop for its process must not interrupt it (at a
-        # notification, an interrupt ends the call's wait, and it is made again)
-        self.waiters.pop(call.tid, None)
         req = call.args[0] & 0xFFFFFFFF
         pid = core.signed32(call.args[1])
         addr, data = _u64(call.args[2]), _u64(call.args[3])
@@ -531,10 +518,6 @@ class InnerTracing(Engine):
         self._add(t)
         if req == ATTACH:
             _tgkill(pid, signal.SIGSTOP)
-        if lib.um_listening(pid) == 1:
-            # in its group-stop: natively the attach traps it again there
-            # (JOBCTL_TRAP_STOP), and the tracer's wait finds that stop
-            lib.um_interrupt(pid)
         return Skip(0)
 
     def _add(self, t):
@@ -880,7 +863,6 @@ class InnerTracing(Engine):
         self._sigchld.pop(tid, None)
         self._levels.pop(tid, None)
         self.waiters.pop(tid, None)
-        self.parked.pop(tid, None)
         t = self.tracees.pop(tid, None)
         if t is not None:
             self._gone(t, status, parent)
@@ -965,7 +947,6 @@ class InnerTracing(Engine):
                 t.real_child = parent == t.tgid
             _dbg("gone", t.tid, "parent", parent, "tracer", t.tgid, "real child", t.real_child)
         if t.real_child and not t.clone:
-            self._real_wait(t.tgid)
             return  # its tracer reaps it with its own wait, as its parent
         self.exited.setdefault(t.tgid, []).append(_Exited(t.tid, status, t.clone, t.pgid, t.proc, t.vtid))
         self._wake(t.tgid)
@@ -994,8 +975,6 @@ class InnerTracing(Engine):
         send it SIGCHLD as the kernel does, where it can see it."""
         for waiter in [w for w in self.waiters if self.tgid_of(w) == tgid]:
             lib.um_interrupt(waiter)
-        for waiter in [w for w in self.parked if self.tgid_of(w) == tgid]:
-            self._answer_parked(waiter)
         if self._sees_sigchld(tgid):
             os.kill(tgid, signal.SIGCHLD)
 
@@ -1015,12 +994,9 @@ class InnerTracing(Engine):
         name = call.name
         args = self._wait_args(call.tid, name, [_u64(a) for a in call.args])
         self.waiters.pop(call.tid, None)  # a wait it left (a stop it was woken for may still come)
-        # a parked wait a signal ended (SIGCHLD of a child that is no
-        # tracee, maybe): this one must see what the kernel's would
-        ended = self.parked.pop(call.tid, None) is not None
         served = self._serve_wait(call.tid, tgid, name, args)
         if _DEBUG:
-            _dbg(call.tid, name, [hex(a) for a in args[:4]], "served", served, call.notified)
+            _dbg(call.tid, name, [hex(a) for a in args[:4]], "served", served)
         if served is not None:
             return Skip(served)
         options = args[2] if name != "waitid" else args[3]
@@ -1037,16 +1013,8 @@ class InnerTracing(Engine):
                 if name == "waitid" and args[2]:
                     core.write_mem(call.tid, args[2], bytes(128))
                 return Skip(0)
-            if call.notified:
-                return CONTINUE  # the kernel's own look at its real children
             call.state(self).nohang = (name, args)
             return CONTINUE_AFTER
-        if call.notified and (not ended or self._only_tracees(tgid, name, args)):
-            # it waits as its notification until a stop or exit comes for
-            # it (_wake), or the exit of a real child that is a tracee
-            # (_real_wait); a child that is none ends it by its SIGCHLD
-            self.parked[call.tid] = (call.nr, name, args)
-            return PARK
         if not self._real_candidates(tgid, name, args):
             # no real child it waits for (a tracee not its child, gdb's
             # waitpid(pid, 0) of a fork child): the kernel would say ECHILD at
@@ -1126,47 +1094,8 @@ class InnerTracing(Engine):
             return True  # cannot tell: the real wait decides
         return any(self._match(tgid, name, args, c, False) for c in children)
 
-    def _only_tracees(self, tgid, name, args):
-        """Are the real children of process tgid that its wait may take all
-        live tracees (whose stops and exits the monitor sees first)?"""
-        children = _children(tgid)
-        return children is not None and all(
-            c in self.tracees for c in children if self._match(tgid, name, args, c, False))
-
-    def _answer_parked(self, tid):
-        """A stop or exit for the tracer whose thread tid waits as a parked
-        notification: answer that wait if it takes it."""
-        nr, name, args = self.parked[tid]
-        if not lib.um_notif_parked(tid):
-            return  # a signal ended that wait: it is made anew, or fails (EINTR)
-        undo = []
-        try:
-            result = self._serve_wait(tid, self.tgid_of(tid), name, args, undo)
-        except OSError as exc:
-            result = -(exc.errno or errno.EFAULT)
-        if result is None:
-            return  # not one it waits for
-        del self.parked[tid]
-        _dbg("parked answer", tid, result)
-        if lib.um_notif_answer(tid, result, 0) < 0:
-            _dbg("parked answer failed", tid)
-            # the wait ended before the answer: what it took is there for
-            # the next one
-            for step in undo:
-                step()
-
-    def _real_wait(self, tgid):
-        """A real child of tracer tgid, a tracee, exited: its waits parked as
-        notifications run as the kernel's (which takes that exit, or blocks,
-        then interrupted as a real wait: _wake)."""
-        for tid in [w for w in self.parked if self.tgid_of(w) == tgid]:
-            nr, name, args = self.parked.pop(tid)
-            if lib.um_notif_answer(tid, 0, 1) == 0:
-                self.waiters[tid] = (nr, name, args)
-
-    def _serve_wait(self, tid, tgid, name, args, undo=None):
-        """Answer a wait from an emulated stop or exit: its result, or None.
-        undo: a list to put the steps that give back what it took."""
+    def _serve_wait(self, tid, tgid, name, args):
+        """Answer a wait from an emulated stop or exit: its result, or None."""
         options = args[3] if name == "waitid" else args[2]
         nowait = name == "waitid" and options & WNOWAIT
         for t in self.tracees.values():
@@ -1174,8 +1103,6 @@ class InnerTracing(Engine):
                 word = t.status
                 if not nowait:
                     t.status = None
-                    if undo is not None:
-                        undo.append(lambda t=t, word=word: setattr(t, "status", word))
                 return self._write_wait(tid, name, args, t.tid, word, t.vtid)
         if name == "waitid" and not options & WEXITED:
             return None
@@ -1187,8 +1114,6 @@ class InnerTracing(Engine):
         if not nowait:
             self.exited[tgid].remove(entry)
             self._release(entry.tid)
-            if undo is not None:
-                undo.append(lambda: self.exited.setdefault(tgid, []).insert(0, entry))
         return self._write_wait(tid, name, args, entry.tid, entry.status, entry.vtid)
 
     def _reap(self, pid):

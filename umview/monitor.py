@@ -13,7 +13,7 @@ import sys
 
 from umview import control, core
 from umview.core import ffi, lib
-from umview.engine import CONTINUE, CONTINUE_AFTER, PARK, Call, Engine, Skip, under_any
+from umview.engine import CONTINUE, CONTINUE_AFTER, Call, Engine, Skip, under_any
 from umview.innertrace import InnerTracing
 from umview.servicecontrol import ServiceControl
 from umview.views import View
@@ -21,7 +21,6 @@ from umview.views import View
 ABI_IDS = {"x86_64": lib.UM_ABI_X86_64, "i386": lib.UM_ABI_I386, "x32": lib.UM_ABI_X32}
 # ptrace's numbers, trapped even in a view with no syscall table (emulated: umview.innertrace)
 _PTRACE_NRS = ((lib.UM_ABI_X86_64, 101), (lib.UM_ABI_I386, 26))
-_WAIT_NRS = (("wait4", lib.UM_ABI_X86_64, 61), ("waitid", lib.UM_ABI_X86_64, 247))  # InnerTracing.abis
 
 
 def _syscall_table():
@@ -435,12 +434,6 @@ class Dispatcher:
                     bits |= 1 << f
         return bits
 
-    def _notifiable(self, name):
-        """Does every engine that claims name whole serve it at a notification
-        (Engine.notify_syscalls)?"""
-        whole = [e for e in self.engines if name in e.syscalls]
-        return bool(whole) and all(name in e.notify_syscalls for e in whole)
-
     def _check_name(self, engine, name):
         if name not in self.table.index:
             raise ValueError(f"engine {engine.name}: unknown system call {name!r}")
@@ -486,11 +479,6 @@ class Dispatcher:
                 # (copy-up, a new name in the upper layer): a ptrace stop at
                 # once, not a notification, an interrupt and a second entry
                 how = lib.UM_TRAP_NOTIF_RW
-            if self.notif and mode == lib.UM_CLAIM_ALL and self._notifiable(name):
-                # claimed whole by engines that answer it at a notification
-                # (the inner tracers' ptrace): no ptrace stop of the caller
-                how = lib.UM_TRAP_NOTIF
-                _set_claim(self.table.index[name], mode | lib.UM_CLAIM_NOTIFY)
             if self.notif and mode == lib.UM_CLAIM_FAMILY:
                 # socket() of vnet alone: Python answers the notification itself
                 # (a socket in one ioctl, Call.complete_with_fd), no ptrace stop
@@ -500,14 +488,6 @@ class Dispatcher:
                 nr = abi.numbers.get(name)
                 if nr is not None:
                     core.check(lib.um_filter_trap_nr(ABI_IDS[abi.name], nr, how))
-        if self.notif:
-            for name in {n for e in self.engines for n in e.notify_later} - set(modes):
-                # claimed later: a notification C lets run until then
-                for abi in self.table.arch.ABIS:
-                    nr = abi.numbers.get(name)
-                    if nr is not None:
-                        core.check(lib.um_filter_trap_nr(ABI_IDS[abi.name], nr, lib.UM_TRAP_NOTIF))
-                modes[name] = 0
         core.check(lib.um_prefix_clear())
         for p in sorted(prefixes):
             if prefixes[p] == lib.UM_PREFIX_MOVE:
@@ -560,22 +540,17 @@ class Dispatcher:
                 action = Skip(-errno.ENOSYS)
             else:
                 action = _run_engine(engine, "enter", call)
-            if action is PARK and call.notified:
-                return lib.UM_REPLY_PARK, 0, []
             if call.notified and not isinstance(action, Skip) and (
                     action is CONTINUE_AFTER or call.nr != call.orig_nr or tuple(call.args) != call.orig_args):
                 return lib.UM_REPLY_REDIRECT, 0, []
             if isinstance(action, Skip):
                 call.retval = action.result
                 call.skipped_by = engine.name
-                # done by the engine once and for all (a ptrace request): an
-                # answer that comes too late stands for the call made again
-                call.replayable = call.notified and call.name in engine.notify_syscalls
                 self._run_exits(exits, call)
                 return lib.UM_REPLY_SKIP, call.retval, []
             if action is CONTINUE_AFTER:
                 exits.append(engine)
-            elif action is not CONTINUE and action is not PARK:  # PARK at a ptrace stop: it runs
+            elif action is not CONTINUE:
                 _log().error("engine %s returned %r from enter(%s): failing the call with EIO",
                           engine.name, action, call.name)
                 call.retval = -errno.EIO
@@ -915,21 +890,14 @@ class Monitor:
         if self.table is None:
             # no syscall table: the control call, and ptrace (an inner tracer
             # loads the table when it starts, InnerTracing._activate)
-            core.check(lib.um_table_reset(2 + len(_WAIT_NRS)))
+            core.check(lib.um_table_reset(2))
             core.check(lib.um_set_control_sc(0))
             _set_claim(0, lib.UM_CLAIM_ALL)
             for abi, nr in _PTRACE_NRS:
                 core.check(lib.um_map_nr(abi, nr, 1))
-                core.check(lib.um_filter_trap_nr(abi, nr, lib.UM_TRAP_NOTIF if notif else lib.UM_TRAP_TRACE))
-            _set_claim(1, lib.UM_CLAIM_ALL | (lib.UM_CLAIM_NOTIFY if notif else 0))
+                core.check(lib.um_filter_trap_nr(abi, nr, lib.UM_TRAP_TRACE))
+            _set_claim(1, lib.UM_CLAIM_ALL)
             self._trapped = {"ptrace"}
-            if notif:
-                # an inner tracer's waits, claimed when there is one
-                # (Engine.notify_later): let run by C until then
-                for sc, (name, abi, nr) in enumerate(_WAIT_NRS, 2):
-                    core.check(lib.um_map_nr(abi, nr, sc))
-                    core.check(lib.um_filter_trap_nr(abi, nr, lib.UM_TRAP_NOTIF))
-                    self._trapped.add(name)
         else:
             self.table.load_into_core()
             self._trapped = set(self.dispatcher.load_into_core())
@@ -1072,7 +1040,6 @@ class Monitor:
                 call = self._call(ev)
                 call.notified = True
                 ev.reply, ev.rval, _ = self.dispatcher.enter(call)
-                ev.msg = (len(call.spec.args) if call.spec is not None else 6) if call.replayable else 0
                 if ev.reply == lib.UM_REPLY_CONTINUE and call.path_indices and (
                         lib.um_mm_shared(ev.tid) or call.paths_changeable()):
                     # its paths must be pinned (Call.pin_paths): at a ptrace stop

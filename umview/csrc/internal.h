@@ -156,11 +156,6 @@ struct um_thread {
     unsigned char defer_sig;  /* that signal ended the call's wait for the monitor: the call
                                * is made again, the signal sent at its exit */
     unsigned exit_sig : 1;    /* resume_sig is a deferred one, for a syscall-exit stop */
-    unsigned hide_try : 1;    /* an inner tracer's tracee: a signal ended its notified call's
-                               * wait for the monitor, a try hidden from that tracer; the
-                               * signal, at its delivery stop, waits for the call's exit */
-    unsigned restore_info : 1; /* ... sent again there: its delivery stop gets back its siginfo */
-    siginfo_t deferred_info;  /* (the kernel's resume with a signal makes it SI_KERNEL's) */
     unsigned drop_step_trap : 1; /* its notified call was interrupted while stepped: the step's
                                   * trap of that first try is the monitor's doing, not shown */
     unsigned py_int : 1;      /* Python interrupted it (um_interrupt): the stop is Python's */
@@ -171,14 +166,6 @@ struct um_thread {
     unsigned seccomp_stand_in : 1; /* held at that entry stop: its filters' TRACE was reported */  /* its ptrace options change at its next stop (it was running) */
     uint64_t pass_nr, pass_args[6]; /* ... that call: its number (as the kernel sees it), arguments */
     long wait_nr;             /* blocked in a wait made pause: restart as this call (um_set_wait_nr) */
-    uint64_t parked_id;       /* a notification Python keeps unanswered (UM_REPLY_PARK), or 0 */
-    /* a call Python answered at its notification after its wait had ended
-     * (a signal, an interrupt of the monitor's): it is made again, done
-     * already, and gets the answer it had without Python (serve_req) */
-    unsigned replay : 1;
-    int replay_nargs;
-    int64_t replay_rval;
-    uint64_t replay_nr, replay_args[6];
     struct um_note *note;     /* redirected: the decision for the restart (decide once) */
     struct own_filter *own;   /* the seccomp filters it installed itself, newest first
                                * (shared, counted; OWN_UNKNOWN: some the monitor did not see) */

@@ -369,9 +369,6 @@ static int interrupted_wait(pid_t tid, const struct user_regs_struct *rp)
     struct user_regs_struct r = *rp;
     if ((int)r.rax != -ERESTARTSYS_ || (long long)r.orig_rax < 0)
         return 0;
-    if (thr(tid)->parked_id)
-        return 0; /* a call Python parked (an inner tracer's blocking wait): it
-                   * blocks natively too, and a signal ends it as natively */
     long raw = (long)r.orig_rax;
     int abi = r.cs == 0x23 ? UM_ABI_I386 : (raw & X32_BIT) ? UM_ABI_X32 : UM_ABI_X86_64;
     long nr = raw & ~X32_BIT;
@@ -622,20 +619,6 @@ int um_next(struct um_event *ev)
                     continue;
                 }
             }
-            if (si.op == SI_EXIT && (thr(tid)->inner_sys || thr(tid)->inner_step) && !thr(tid)->defer_sig &&
-                si.exit.is_error && si.exit.rval == -ERESTARTSYS_) {
-                struct user_regs_struct r;
-                if (get_regs(tid, &r) == 0 && interrupted_wait(tid, &r)) {
-                    /* a signal ended a notified call's wait for the monitor,
-                     * not a wait of the call's own: natively the tracer sees
-                     * the call end, then the signal. This try is hidden; at
-                     * the signal's delivery stop (next) the signal waits for
-                     * the call made again (defer_sig) */
-                    thr(tid)->hide_try = 1;
-                    resume(tid, PTRACE_CONT, 0);
-                    continue;
-                }
-            }
             if (thr(tid)->defer_sig && si.op == SI_EXIT) {
                 thr(tid)->resume_sig = thr(tid)->defer_sig; /* at this exit's resume */
                 thr(tid)->exit_sig = 1;
@@ -763,12 +746,6 @@ int um_next(struct um_event *ev)
                     ptrace(PTRACE_INTERRUPT, tid, 0, 0);
                     continue;
                 }
-                if (thr(tid)->py_int) {
-                    /* Python's interrupt too (an inner tracer's PTRACE_INTERRUPT
-                     * as the call waited): one stop for both, and Python's */
-                    thr(tid)->py_int = 0;
-                    return stop_event(ev, tid, status, 0, NULL);
-                }
             } else if (event == PTRACE_EVENT_STOP) {
                 /* the first stop of a new tracee, or after PTRACE_INTERRUPT. A
                  * child whose parent's fork event is not in yet waits for it,
@@ -802,26 +779,6 @@ int um_next(struct um_event *ev)
         }
         /* a signal-delivery stop: deliver it as the kernel would have */
         stats.signals++;
-        if (thr(tid)->hide_try) {
-            thr(tid)->hide_try = 0;
-            if (sig != SIGKILL && !is_stop_signal(sig) && listener_fd >= 0) {
-                /* the signal that ended the hidden try (above): the call is
-                 * made again (-ERESTARTNOINTR, no handler), its entry not
-                 * shown, and the signal given at its exit */
-                keep_notified_call(tid);
-                thr(tid)->defer_sig = (unsigned char)sig;
-                thr(tid)->await_entry = 1;
-                thr(tid)->restore_info = ptrace(PTRACE_GETSIGINFO, tid, 0, &thr(tid)->deferred_info) == 0;
-                resume(tid, PTRACE_CONT, 0);
-                continue;
-            }
-        }
-        if (thr(tid)->restore_info && !thr(tid)->defer_sig && thr(tid)->deferred_info.si_signo == sig) {
-            /* the deferred signal, sent again at the call's exit: with the
-             * siginfo it came with (a child's CLD_EXITED, its pid) */
-            thr(tid)->restore_info = 0;
-            ptrace(PTRACE_SETSIGINFO, tid, 0, &thr(tid)->deferred_info);
-        }
         if (thr(tid)->defer_sig == sig && thr(tid)->await_entry) {
             /* the injected signal that ended a call's wait: discarded, so
              * that the call is made again (ERESTARTSYS with no handler run);

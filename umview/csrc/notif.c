@@ -131,28 +131,7 @@ static int serve_req(const struct seccomp_notif *req, int how)
     memset(&resp, 0, sizeof resp);
     resp.id = req->id;
     resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-    struct um_thread *th = thr(tid);
-    if (!alone)
-        th->parked_id = 0; /* a call of its: a wait it was parked in is over */
-    if (th->replay) {
-        if (alone)
-            return 0; /* the main thread's to answer */
-        th->replay = 0;
-        if (req->data.nr == th->replay_nr &&
-            memcmp(req->data.args, th->replay_args, th->replay_nargs * sizeof th->replay_args[0]) == 0) {
-            /* made again after an answer that came too late: done already */
-            resp.flags = 0;
-            if (th->replay_rval < 0)
-                resp.error = (int32_t)th->replay_rval;
-            else
-                resp.val = th->replay_rval;
-            stats.skipped++;
-            if (notif_ioctl(SECCOMP_IOCTL_NOTIF_SEND, &resp) < 0 && errno == ENOENT)
-                th->replay = 1; /* its wait ended again: for the next try */
-            return 1;
-        }
-    }
-    if (th->injecting) {
+    if (thr(tid)->injecting) {
         /* a call um_inject runs: the monitor's own, no look */
     } else if (pass_taken(tid, req->data.nr, args)) {
         /* decided at a stop (pass_set) */
@@ -263,38 +242,6 @@ int um_notif_addfd(int srcfd, unsigned int newfd_flags)
     return fd;
 }
 
-int um_notif_parked(int tid)
-{
-    struct um_thread *t = thr(tid);
-    if (!t->parked_id || listener_fd < 0)
-        return 0;
-    if (notif_ioctl(SECCOMP_IOCTL_NOTIF_ID_VALID, &t->parked_id) == 0)
-        return 1;
-    t->parked_id = 0;
-    return 0;
-}
-
-int um_notif_answer(int tid, int64_t rval, int cont)
-{
-    struct um_thread *t = thr(tid);
-    if (!t->parked_id || listener_fd < 0)
-        return -ENOENT;
-    struct seccomp_notif_resp resp;
-    memset(&resp, 0, sizeof resp);
-    resp.id = t->parked_id;
-    t->parked_id = 0;
-    if (cont)
-        resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-    else if (rval < 0)
-        resp.error = (int32_t)rval;
-    else
-        resp.val = rval;
-    if (notif_ioctl(SECCOMP_IOCTL_NOTIF_SEND, &resp) < 0)
-        return -errno;
-    stats.skipped += !cont;
-    return 0;
-}
-
 /* Answer the notification Python held as it replied. */
 void finish_notif(struct um_event *ev)
 {
@@ -302,10 +249,6 @@ void finish_notif(struct um_event *ev)
     notif_state = 0;
     if (answered || listener_fd < 0)
         return;
-    if (ev->reply == UM_REPLY_PARK) {
-        thr(ev->tid)->parked_id = held_notif.id; /* um_notif_answer sends it */
-        return;
-    }
     struct seccomp_notif_resp resp;
     memset(&resp, 0, sizeof resp);
     resp.id = held_notif.id;
@@ -326,21 +269,7 @@ void finish_notif(struct um_event *ev)
     } else {
         resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
     }
-    if (notif_ioctl(SECCOMP_IOCTL_NOTIF_SEND, &resp) < 0 && errno == ENOENT && ev->reply == UM_REPLY_SKIP &&
-        ev->msg > 0) {
-        /* the caller is gone, or its wait ended (a signal, the monitor's
-         * interrupt) after Python acted for it: its restart must not act
-         * again (a second PTRACE_SEIZE would fail) */
-        struct um_thread *t = thr(ev->tid);
-        t->replay = 1;
-        t->replay_rval = ev->rval;
-        t->replay_nr = held_notif.data.nr;
-        /* the call's own arguments (Python gives their number in msg: 0
-         * for an answer that did nothing once and for all): the registers
-         * past them may differ when it is made again */
-        t->replay_nargs = ev->msg <= 6 ? (int)ev->msg : 6;
-        memcpy(t->replay_args, held_notif.data.args, sizeof t->replay_args);
-    }
+    notif_ioctl(SECCOMP_IOCTL_NOTIF_SEND, &resp); /* ENOENT: the caller is gone */
 }
 
 void end_notifications(void)
