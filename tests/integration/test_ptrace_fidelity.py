@@ -91,6 +91,7 @@ grep TracerPid <&3; exec 3<&-
 kill -STOP $s; sleep 0.3
 grep -E "State|TracerPid" /proc/$s/status /proc/$s/task/$s/status | sed "s/$t/STRACE/; s/$s/PID/g"
 kill $t; wait $t 2>/dev/null  # dash says "Terminated" or not, as strace died before the wait or in it
+sleep 0.2  # detached, it goes back to its group-stop (natively "R" for a moment)
 grep -E "State|TracerPid" /proc/$s/status
 cut -d' ' -f3 /proc/$s/stat
 kill -CONT $s; sleep 0.2

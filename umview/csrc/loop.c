@@ -746,6 +746,12 @@ int um_next(struct um_event *ev)
                     ptrace(PTRACE_INTERRUPT, tid, 0, 0);
                     continue;
                 }
+                if (thr(tid)->py_int) {
+                    /* Python's interrupt too (an inner tracer's PTRACE_INTERRUPT
+                     * as the call waited): one stop for both, and Python's */
+                    thr(tid)->py_int = 0;
+                    return stop_event(ev, tid, status, 0, NULL);
+                }
             } else if (event == PTRACE_EVENT_STOP) {
                 /* the first stop of a new tracee, or after PTRACE_INTERRUPT. A
                  * child whose parent's fork event is not in yet waits for it,
