@@ -15,6 +15,7 @@ import errno
 import os
 import struct
 
+from umview import core
 from umview.engine import CONTINUE, Engine, Skip
 from umview.pathwalk import last_dot
 from umview.syscalls import PATH_SYSCALLS
@@ -47,8 +48,7 @@ def record_bound_name(call, stored):
     if shown is None or shown == stored:
         return
     if not _BOUND_NAMES:
-        from umview.core import lib
-        lib.um_set_socknames(1)  # from now on the C core hands over SOCKNAME_SYSCALLS
+        core.lib.um_set_socknames(1)  # from now on the C core hands over SOCKNAME_SYSCALLS
     _BOUND_NAMES[stored] = shown
     inode = _socket_inode(call.tid, call.args[0])
     if inode is not None:
@@ -56,7 +56,6 @@ def record_bound_name(call, stored):
 
 
 def _socket_inode(tid, fd):
-    from umview import core
     link = core.proc_link(tid, core.signed32(fd))
     if link is None or not link.startswith(b"socket:["):
         return None
