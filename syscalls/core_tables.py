@@ -9,6 +9,7 @@ from ``syscalls.table`` and ``arch/`` here, once per view.
 from umview import arch, control, core
 from umview.core import ffi, lib
 from umview.syscalls import EMPTY_PATH_FLAGS, PATH_SYSCALLS, WRITES, path_args, spec, variants
+from umview.syscalls.table import CWD_SETTERS
 
 ABI_IDS = {"x86_64": lib.UM_ABI_X86_64, "i386": lib.UM_ABI_I386, "x32": lib.UM_ABI_X32}
 
@@ -38,6 +39,8 @@ class SyscallTable:
         #: neutral name -> names that trap with it on other ABIs
         self.variants = variants()
         self.path_calls = PATH_SYSCALLS
+        #: calls whose path becomes the cwd (UM_CLAIM_CHDIR with their path claim)
+        self.cwd_setters = CWD_SETTERS
 
     def spec(self, name, abi):
         return spec(name, abi)

@@ -708,6 +708,9 @@ NAMES: dict[str, tuple[int, ...]] = {
     "unlink": (0,), "unlinkat": (0,), "rmdir": (0,),
     "rename": (0, 1), "renameat": (0, 1), "renameat2": (0, 1),
 }
+# calls whose path becomes the cwd: under a layered prefix a merged directory is
+# entered at its lower path, which is the view's (UM_CLAIM_CHDIR)
+CWD_SETTERS = frozenset({"chdir"})
 READ_ONLY = frozenset({
     "stat", "lstat", "oldstat", "oldlstat", "stat64",
     "lstat64", "newfstatat", "fstatat64", "statx", "statfs", "statfs64", "readlink",

@@ -37,6 +37,10 @@
 #define UM_CLAIM_SOCKNAME 1024 /* calls that give back a socket's address (getsockname,
                                 * getpeername, accept): to Python only once the view has
                                 * bound an AF_UNIX name it rewrote (um_set_socknames) */
+#define UM_CLAIM_CHDIR 2048 /* with UM_CLAIM_PATH, a call that makes its path the cwd
+                             * (chdir): a merged directory of a layered prefix
+                             * (UM_LAYER_DIR) is entered natively, its lower path being
+                             * the view's (syscalls/table.py CWD_SETTERS) */
 #define UM_CLAIM_EXEC 512  /* with UM_CLAIM_PATH, an exec: its #! interpreter or ELF loader
                             * (PT_INTERP) is checked as its path is (Engine.exec_syscalls) */
 

@@ -373,7 +373,7 @@ class CwdTracker(Engine):
             return
         if call.name == "chdir":
             virtual = call.state(self).virtual
-            self._set_vcwd(call.tid, virtual if g in self.vroot or self._redirected(call) else None)
+            self._set_vcwd(call.tid, virtual if g in self.vroot or self._moved(call) else None)
         elif call.name == "fchdir":
             fd = call.fd
             entry = self.fd_paths.get((g, fd))
@@ -897,6 +897,24 @@ class CwdTracker(Engine):
             return call.read_string(call.path_indices[0]) != st.named
         except OSError:
             return False
+
+    def _moved(self, call):
+        """Is the cwd a chdir left the kernel with another directory than the
+        one the process named? A mount may have rewritten the path to the
+        very directory named (a layered mount's merged directory: its lower
+        one), and then the cwd is real: the same path, and the same
+        directory there (not one a mount of another namespace shows at
+        that path, as modules/fs's helper's)."""
+        if not self._redirected(call):
+            return False
+        virtual = _normalize(call.state(self).virtual)
+        if self._cwd_target(call.tid) != virtual:
+            return True
+        try:
+            there, cwd = longpath.stat_(virtual), os.stat(f"/proc/{call.tid}/cwd")
+        except OSError:
+            return True
+        return (there.st_dev, there.st_ino) != (cwd.st_dev, cwd.st_ino)
 
     _cwd_target = staticmethod(core.proc_link)
     _fd_target = staticmethod(core.proc_link)

@@ -396,6 +396,9 @@ class Dispatcher:
                 for name in e.fd_syscalls:
                     self._check_name(e, name)
                     modes[name] = modes.get(name, 0) | lib.UM_CLAIM_FD
+        for name in self.table.cwd_setters:
+            if modes.get(name, 0) & lib.UM_CLAIM_PATH:
+                modes[name] |= lib.UM_CLAIM_CHDIR
         return modes
 
     def _values(self):
@@ -472,7 +475,8 @@ class Dispatcher:
             # for it (strace --seccomp-bpf) must stop it before its exec event
             # (answered from a notification, strace saw a "stray" exec event)
             how = (lib.UM_TRAP_NOTIF if self.notif and not mode & ~(lib.UM_CLAIM_PATH | lib.UM_CLAIM_FD | lib.UM_CLAIM_VCWD
-                                                                     | lib.UM_CLAIM_CREDS | lib.UM_CLAIM_SOCKNAME)
+                                                                     | lib.UM_CLAIM_CREDS | lib.UM_CLAIM_SOCKNAME
+                                                                     | lib.UM_CLAIM_CHDIR)
                    and not plain_root and name not in _EXECS else lib.UM_TRAP_TRACE)
             if how == lib.UM_TRAP_NOTIF and layered and self.table.writes_by_flags(name):
                 # an open for writing under a layered mount goes to Python

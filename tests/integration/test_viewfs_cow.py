@@ -641,6 +641,7 @@ for i in range(200):
     with open(f"f{i}", "w") as f:
         f.write(str(i))
     os.stat(f"f{i}")
+    os.chdir(".")
 os.mkdir("sub")
 fd = os.open("sub", os.O_RDONLY)
 print(os.getcwd() == os.path.join(root, "new"), len(os.listdir(".")))
@@ -667,8 +668,54 @@ def test_work_in_a_new_directory_stays_with_the_kernel_and_dotdot_leads_to_the_v
     assert not os.path.exists(os.path.join(low, "new"))
     with open(stats) as f:
         counts = json.loads(f.readline())
-    # 400 calls on names in the new directory; a few dozen reach Python
+    # 600 calls on names in the new directory (chdir(".") among them): a few
+    # dozen reach Python
     assert counts["python_events"] < 100, counts
+
+
+MERGED_DIR_WORK = r"""
+import os, sys
+root = sys.argv[1]
+with open(os.path.join(root, "made-here"), "w") as f:  # natively new, in a view a copy-up
+    f.write("made")
+os.chdir(root)
+for i in range(100):
+    os.chdir(".")
+    os.stat("lower-file")
+os.chdir("sub")
+os.chdir("..")
+print(os.getcwd() == root, sorted(os.listdir(".")), open("lower-file").read(), open("made-here").read())
+print(os.path.samefile(".", root), os.readlink("/proc/self/cwd") == root)
+"""
+
+
+def test_work_in_a_merged_directory_stays_with_the_kernel(scratch):
+    # a directory of the lower layer that the upper one also has (a file
+    # made in it): the cwd is the lower directory, whose path is the view's,
+    # so chdir to it and relative names stay in C; they read as natively
+    need_user("root")
+    outs = {}
+    for where in ("native", "view"):
+        low = os.path.join(scratch, where)
+        os.makedirs(os.path.join(low, "sub"))
+        with open(os.path.join(low, "lower-file"), "w") as f:
+            f.write("lower")
+        stats = os.path.join(scratch, "stats.json")
+        argv = [sys.executable, "-S", "-c", MERGED_DIR_WORK, low]
+        if where == "view":
+            argv = umview_for("root", "--stats-file", stats, "-p", f"viewfs,mount={scratch}/layer:/:cow", "--",
+                              *argv)
+        r = run(argv)
+        assert r.returncode == 0, r.stderr
+        outs[where] = r.stdout
+    assert outs["view"] == outs["native"]
+    assert b"True ['lower-file', 'made-here', 'sub'] lower made\nTrue True\n" == outs["view"]
+    assert not os.path.exists(os.path.join(scratch, "view", "made-here"))
+    with open(stats) as f:
+        counts = json.loads(f.readline())
+    # 100 chdir(".") and 100 stat in a merged directory: C's, not Python's
+    assert counts["calls"]["chdir"][1] <= 3, counts["calls"]["chdir"]
+    assert counts["python_events"] < 150, counts
 
 
 OPEN_ONE = "import os, sys; os.close(os.open(sys.argv[1], int(sys.argv[2])))"

@@ -56,6 +56,20 @@ static int has_dotdot(const char *p)
     return 0;
 }
 
+/* Does path p name the cwd itself (".", "./.", ".//": "." components
+ * only)? A chdir there leaves the cwd, real and virtual, as it was: under a
+ * faithful cwd the path rules alone decide it (a loop of chdir(".") is
+ * strace's filter_seccomp-perf benchmark). */
+static int names_cwd(const char *p)
+{
+    if (p[0] != '.')
+        return 0;
+    for (const char *c = p; *c; c++)
+        if (*c == '.' ? c[1] == '.' : *c != '/')
+            return 0;
+    return 1;
+}
+
 /* At equal length (one string given two kinds) the kind that sends more
  * calls to Python wins: plain, then kernel, then layered. */
 static int tie_rank(int kind)
@@ -998,7 +1012,8 @@ int um_decide(struct um_decide_in *in)
      * move mount's source, in a directory a plain prefix contains, is real) */
     if ((c & UM_CLAIM_FD) && in->fd0[0] == '/' && is_plain(prefix_kind_longest(in->fd0)))
         python = 1;
-    if ((c & UM_CLAIM_VCWD) && (in->vcwd & UM_VCWD))
+    if ((c & UM_CLAIM_VCWD) && (in->vcwd & UM_VCWD) &&
+        !((in->vcwd & UM_VCWD_FAITHFUL) && in->slot[0].state == UM_SLOT_PATH && names_cwd(in->slot[0].str)))
         python = 1;
     if ((c & (UM_CLAIM_VCWD | UM_CLAIM_PATH)) && (in->vcwd & UM_VROOT))
         python = 1; /* under a virtual root: only Python knows where any path goes */
@@ -1106,7 +1121,10 @@ int um_decide(struct um_decide_in *in)
         if (k == UM_PREFIX_LAYERED) {
             if (writes < 0)
                 writes = call_writes(in, sc);
-            if (writes || layer_hit(in->path[s], (size_t)n)) {
+            /* into a merged directory: the kernel enters the lower one, whose
+             * path is the view's, as the module would have it (no virtual cwd) */
+            int enters = (c & UM_CLAIM_CHDIR) && !writes && !climbs && layer_upper_dir(in->path[s], (size_t)n);
+            if (!enters && (writes || layer_hit(in->path[s], (size_t)n))) {
                 if (!writes && s == 0 && at >= 0 && prefix_upper[at] && (size_t)n > prefix_len[at] &&
                     upper_literal(st, raw, in->path[s], (size_t)n) && layer_upper(in->path[s], (size_t)n))
                     in->upper = at; /* the upper layer's, read: C may serve it there (emulate.c) */
