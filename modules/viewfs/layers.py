@@ -406,7 +406,8 @@ class Layers:
                     whiteouts.add(n)
                     continue
                 names[n] = kind, ino
-        if not self.opaque(rel):
+        if not self.opaque(rel) and not (rel and self.probe(rel).hidden):
+            # (below an opaque directory nothing of the lower layer shows)
             try:
                 with longpath.scandir(self.low(rel)) as it:
                     for e in it:
@@ -415,6 +416,15 @@ class Layers:
             except (FileNotFoundError, NotADirectoryError):
                 pass
         return names
+
+    def has_whiteouts(self, rel):
+        """Does the upper directory rel hold a whiteout?"""
+        try:
+            with longpath.scandir(self.up(rel)) as it:
+                return any(not (e.is_dir(follow_symlinks=False) or e.is_file(follow_symlinks=False) or e.is_symlink())
+                           and layerfmt.is_whiteout(e.stat(follow_symlinks=False)) for e in it)
+        except OSError:
+            return True
 
     def empty(self, node):
         """Is this directory of the view empty (ENOTEMPTY check)?"""
@@ -1269,8 +1279,22 @@ class LayeredMount(RedirectMount):
         self._set(call, index, real, raw)
 
     def _upper_only(self, node):
-        return (node.upper is not None and stat.S_ISDIR(node.upper.st_mode) and node.rel
-                and not longpath.lexists(self.layers.low(node.rel)) and not self.layers.opaque(node.rel))
+        """Does the directory node show exactly what its upper directory
+        holds? Where the lower layer has no such directory, or hides it (an
+        opaque directory, or one below it), and no whiteout lies in it (a
+        layer made before 2026-12-05 kept some below opaque directories)."""
+        if node.upper is None or not stat.S_ISDIR(node.upper.st_mode) or not node.rel:
+            return False
+        if not longpath.lexists(self.layers.low(node.rel)):
+            return not self.layers.opaque(node.rel)
+        return node.hidden and not self.layers.has_whiteouts(node.rel)
+
+    def _lower_shows(self, call, rel):
+        """Does the view show (or would it, but for the upper layer's name)
+        the lower layer's rel: it exists there, and no opaque directory
+        above hides it? A whiteout is needed only then."""
+        return longpath.lexists(self.layers.low(rel)) and not (
+            rel and _parent(rel)[0] and self._probe(call, _parent(rel)[0]).hidden)
 
     def shows_same_names(self, rel, real):
         """Is real (a cwd) this mount's image of rel, all the way down? (See
@@ -1466,10 +1490,9 @@ class LayeredMount(RedirectMount):
             raise OSError(errno.EISDIR, os.strerror(errno.EISDIR))
         if not rmdir and raw.endswith(b"/"):
             raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
-        # a whiteout where the lower layer has the name (even if already
-        # hidden above: one more is harmless)
-        lower = longpath.lexists(self.layers.low(rel))
-        if not lower:
+        # a whiteout where the lower layer's name shows; below an opaque
+        # directory none (it would show to the kernel in a faithful cwd)
+        if not self._lower_shows(call, rel):
             self._set(call, index, node.real, raw)  # upper only: the kernel removes it
             call.state(self).refresh.append(rel)
             return CONTINUE_AFTER
@@ -1563,14 +1586,14 @@ class LayeredMount(RedirectMount):
             # replacing a directory of the lower layer (empty in the view):
             # the upper one may hold whiteouts only
             self.layers.remove_upper(r_new)
-        if old.is_dir and longpath.isdir(self.layers.low(r_new)):
+        if old.is_dir and longpath.isdir(self.layers.low(r_new)) and self._lower_shows(call, r_new):
             # the directory moved in hides the lower one of its new name
             # (removed in the view, or replaced)
             st.after.append(lambda: self.layers.make_opaque(r_new))
         if self.layers.unwhiteout(r_new):
             st.undo.append(lambda: self.layers.whiteout(r_new))
         # the old name was seen in the lower layer too: hide it once moved
-        if longpath.lexists(self.layers.low(r_old)):
+        if self._lower_shows(call, r_old):
             self.layers.mark_origin(r_old)
             st.after.append(lambda: self.layers.whiteout(r_old))
         self._set(call, i_old, self.layers.up(r_old), raw_old)

@@ -718,6 +718,53 @@ def test_work_in_a_merged_directory_stays_with_the_kernel(scratch):
     assert counts["python_events"] < 150, counts
 
 
+REMADE_DIR_WORK = r"""
+set -e
+cd "$1"
+rm -rf d && mkdir d && mkdir d/sub
+ls -a d/sub; echo ---
+cd d
+i=0; while [ $i -lt 100 ]; do : > "f$i"; read -r x < "f$i" || :; i=$((i+1)); done
+rm f*; ls -a
+mkdir sub/s2; cd sub; ls -a
+cat lowfile 2>/dev/null || echo "no lowfile"
+echo z > lowfile; cat lowfile; rm lowfile; ls -a; cd ..
+rmdir sub/s2; mv sub sub2; ls -a . sub2; mv sub2 sub; ls -a; pwd
+"""
+
+
+def test_a_directory_removed_and_made_again_shows_nothing_of_the_lower_one_and_stays_with_the_kernel(scratch):
+    # rm -rf d && mkdir d (d opaque in the layer) && mkdir d/sub: natively
+    # d/sub is empty, in the view it listed the lower d/sub's names (which
+    # then could not be opened); and in d relative names went to Python
+    need_user("root")
+    outs = {}
+    for where in ("native", "view"):
+        low = os.path.join(scratch, where)
+        os.makedirs(os.path.join(low, "d", "sub", "s2"))
+        for name, text in (("d/sub/lowfile", "x"), ("d/f", "y")):
+            with open(os.path.join(low, name), "w") as f:
+                f.write(text)
+        stats = os.path.join(scratch, "stats.json")
+        argv = ["sh", "-c", REMADE_DIR_WORK, "sh", low]
+        if where == "view":
+            argv = umview_for("root", "--stats-file", stats, "-p", f"viewfs,mount={scratch}/layer:{low}:cow", "--",
+                              *argv)
+        r = run(argv)
+        assert r.returncode == 0, r.stderr
+        outs[where] = r.stdout.replace(low.encode(), b"LOW")
+    assert outs["view"] == outs["native"]
+    assert outs["view"].startswith(b".\n..\n---\n")
+    assert os.path.exists(os.path.join(scratch, "view", "d", "sub", "lowfile"))
+    # nothing of the layer's bookkeeping below the opaque d
+    assert not any(n.startswith(b"lowfile") for n in os.listdir(os.path.join(scratch, "layer", "d", "sub").encode()))
+    with open(stats) as f:
+        counts = json.loads(f.readline())
+    # 200 calls on names in d: the kernel's, in d's upper directory (about
+    # 70 events in all; 1,000 when d's relative names were Python's)
+    assert counts["python_events"] < 150, counts
+
+
 OPEN_ONE = "import os, sys; os.close(os.open(sys.argv[1], int(sys.argv[2])))"
 
 
