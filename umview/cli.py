@@ -767,7 +767,7 @@ def run_view(args, command, sandbox):
             monitor.landlock = sandbox.landlock(modules)
         except OSError as exc:
             print(f"umview: --sandbox: cannot bound its writes with Landlock: {exc}", file=sys.stderr)
-            close([s.module for s in control.services])
+            close(control.modules())
             return ("exit", 2)
     try:
         attach(modules, monitor.view)
@@ -785,7 +785,7 @@ def run_view(args, command, sandbox):
         print(f"umview: {exc}", file=sys.stderr)
         return ("exit", 2)
     finally:
-        close([s.module for s in control.services])
+        close(control.modules())
         if monitor.landlock is not None:
             monitor.landlock.close()
     if args.stats or args.stats_file:

@@ -761,6 +761,7 @@ class Monitor:
         self.anchor_roots = ()
         self.notif = notif
         self._pending = {}
+        self._retiring = []  # [(set of _Pending, action)]: Monitor.after_calls
         self._trapped = None  # the names the running filter traps (fixed at spawn)
 
     @property
@@ -841,6 +842,29 @@ class Monitor:
         if r < 0 and tids:
             self.dispatcher.join(root, tids)
         core.check(r)
+
+    def after_calls(self, engines, action):
+        """Run action once no call in flight waits to show its exit to one of
+        engines (removed): a service that goes lets the calls it took finish
+        under it, and closes after them (the original's epochs)."""
+        gone = set(engines)
+        waiting = {p for p in self._pending.values() if gone.intersection(p.engines)}
+        if waiting:
+            self._retiring.append((waiting, action))
+        else:
+            action()
+
+    def _settled(self, pending):
+        """The call pending is over (its exit shown, or its thread gone)."""
+        for entry in list(self._retiring):
+            waiting, action = entry
+            waiting.discard(pending)
+            if not waiting:
+                self._retiring.remove(entry)
+                try:
+                    action()
+                except Exception:  # noqa: BLE001 - the monitor goes on
+                    _log().exception("closing a removed service failed")
 
     def remove_engine(self, engine):
         self.dispatcher.remove(engine)
@@ -1064,6 +1088,8 @@ class Monitor:
                     ev.changed |= lib.UM_CHANGED_ARGS
                 if inner.tracees and inner.syscall_exit(ev.tid):
                     ev.flags |= lib.UM_HOLD
+                if self._retiring:
+                    self._settled(pending)
             elif kind == lib.UM_EV_FORK:
                 thread = bool(ev.flags & lib.UM_FORK_THREAD)
                 for e in self._on_fork:
@@ -1078,7 +1104,9 @@ class Monitor:
                 if ev.flags & lib.UM_INNER_EVENT and inner.exec_event(ev):
                     ev.flags |= lib.UM_HOLD
             elif kind == lib.UM_EV_EXIT:
-                self._pending.pop(ev.tid, None)
+                pending = self._pending.pop(ev.tid, None)
+                if pending is not None and self._retiring:
+                    self._settled(pending)
                 for e in self._on_exit:
                     _run_hook(e.on_exit, ev.tid)
                 for e in self._on_exit_status:

@@ -115,6 +115,7 @@ class ServiceControl(Engine):
         self.monitor = None
         self.view = None  # its View (umview.views), set by the monitor
         self.services = []
+        self.retiring = []  # services removed whose calls in flight have yet to return
         #: the directories of Monitor.anchor_roots this view added (a nested sandbox)
         self.anchors = ()
         self.aliases = {}  # alias -> the Service whose fstypes it was added to
@@ -170,9 +171,21 @@ class ServiceControl(Engine):
                 self.monitor.remove_engine(e)
         for alias in [a for a, owner in self.aliases.items() if owner is s]:
             del self.aliases[alias]
-        s.module.close()
         self.services.remove(s)
+        # calls it took and waits to see return finish under it: it closes after
+        self.retiring.append(s)
+        self.monitor.after_calls(s.engines, lambda: self._retired(s))
         _log().info("service %s removed", name)
+
+    def _retired(self, s):
+        if s in self.retiring:
+            self.retiring.remove(s)
+            s.module.close()
+
+    def modules(self):
+        """The modules to close when the view ends: its services', and those
+        of services removed whose calls are still in flight."""
+        return [s.module for s in self.services + self.retiring]
 
     def attach(self, caller, pid):
         """um_attach: trace pid (all its threads) in this view, if the caller
@@ -315,12 +328,13 @@ class ServiceControl(Engine):
         if self.anchors and self.monitor is not None:
             self.monitor.anchor_roots = tuple(a for a in self.monitor.anchor_roots if a not in self.anchors)
             self.anchors = ()
-        for s in self.services:
+        for s in self.services + self.retiring:
             try:
                 s.module.close()
             except Exception:  # noqa: BLE001 - cleanup goes on for the others
                 _log().exception("module %s: cleanup failed", s.name)
         self.services = []
+        self.retiring = []
 
     # --- the engine ---
     def wants(self, call):
