@@ -28,7 +28,9 @@ examples:
   umview -0 --sandbox -- dpkg -i pkg.deb    install a package as fake root; the system stays
 
 Inside a view: um_add_service, um_del_service, um_ls_service, um_attach,
-um_fsalias, viewname, vuname (docs/services.md).
+um_fsalias, viewname, vuname, vumount, vuumount (docs/services.md). Where
+PATH does not reach them (umview run as .venv/bin/umview), the view's PATH
+gets their directory at its end.
 umview run inside a view makes a view nested in it (same monitor): its
 modules see the command's calls first, then the outer view's; it ends with
 the command. --services, --stats, --stats-file, --spin and -v belong to the
@@ -589,6 +591,35 @@ def bare_preset(argv, option, presets):
     return argv
 
 
+def commands_dir():
+    """The directory of the view's commands (um_add_service...) installed
+    with this umview: its script's, or its interpreter's scripts directory
+    (a venv, pip --user). None if none has them."""
+    import sysconfig  # lazy: for the view's PATH only
+
+    candidates = [os.path.dirname(os.path.abspath(sys.argv[0])), sysconfig.get_path("scripts")]
+    user = f"{os.name}_user"
+    if user in sysconfig.get_scheme_names():
+        candidates.append(sysconfig.get_path("scripts", user))
+    return next((d for d in candidates if os.access(os.path.join(d, "um_add_service"), os.X_OK)), None)
+
+
+def commands_on_path(env):
+    """Give env's PATH the directory of the view's commands at its end, if
+    PATH does not find um_add_service (umview run by its path from a venv):
+    that directory, or None."""
+    import shutil  # lazy, as above
+
+    path = env.get("PATH", os.defpath)
+    if shutil.which("um_add_service", path=path):
+        return None
+    where = commands_dir()
+    if where is None:
+        return None
+    env["PATH"] = f"{path}{os.pathsep}{where}" if path else where
+    return where
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(bare_preset(sys.argv[1:] if argv is None else argv, "--sandbox", SANDBOX_PRESETS))
@@ -631,6 +662,7 @@ def main(argv=None):
         return 2
     if _in_view():
         return nested_sandbox(args, command) if args.sandbox else nested_main(args, command)
+    commands_on_path(os.environ)
     sandbox = None
     if args.sandbox:
         try:

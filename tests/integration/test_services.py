@@ -83,6 +83,20 @@ def test_a_service_added_without_reserve_reaches_running_processes(tmp_path):
     assert re.search(r"filters stacked at run time +[1-9]", err), err
 
 
+@pytest.mark.skipif(not os.access(os.path.join(BIN, "umview"), os.X_OK), reason="umview not installed beside python")
+def test_the_views_commands_are_found_without_their_directory_on_path():
+    # .venv/bin/umview bash with the system's PATH: um_ls_service was "not
+    # found" (127); the view's PATH now ends with their directory, and a PATH
+    # that reaches them already is left as it is
+    argv = [os.path.join(BIN, "umview"), "--norc", "--", "bash", "-c", 'um_ls_service && printf "%s\n" "$PATH"']
+    r = run(argv, env=dict(os.environ, PATH="/usr/bin:/bin"))
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    assert r.stdout.decode().splitlines()[-1] == "/usr/bin:/bin" + os.pathsep + BIN
+    r = run(argv, env=dict(os.environ, PATH=BIN + ":/usr/bin:/bin"))
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    assert r.stdout.decode().splitlines()[-1] == BIN + ":/usr/bin:/bin"
+
+
 def test_permanent_service_cannot_be_deleted():
     out, err, rc = in_view("um_add_service -p unreal && um_del_service unreal; echo rc=$?; um_ls_service",
                            "--services")
