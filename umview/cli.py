@@ -6,6 +6,8 @@ import importlib
 import os
 import sys
 
+from umview.cliparse import Parser
+
 USAGE_EPILOG = """\
 examples:
   umview                      a shell ($SHELL) whose processes run under umview
@@ -43,6 +45,7 @@ signal, umview dies of the same signal (a shell then reports 128+N).
 """
 
 
+TRY_HELP = "try 'umview --help'"  # after the line that says what is wrong with the arguments
 SANDBOX_PRESETS = ("default", "net", "ro")
 # what -r keeps of the host (as proot -R does, without the host's users): the
 # kernel's file systems, the sockets of /run, the name service's files
@@ -74,7 +77,7 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 def build_parser():
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="umview",
         description="Run a command whose processes see the real system, except where a "
         "loaded engine or module changes their view (a partial virtual machine).",
@@ -147,25 +150,7 @@ def build_parser():
     p.add_argument("--spin", type=int, default=0, metavar="N",
                    help="poll waitpid N times before sleeping (trades CPU for latency; default 0)")
     p.add_argument("-v", "--verbose", action="store_true", help="log what engines do")
-    p.add_argument("--version", action=_VersionAction, nargs=0, help="show the version and exit")
     return p
-
-
-class _VersionAction(argparse.Action):
-    """--version, looked up only when asked (importlib.metadata costs 20 ms)."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(f"umview {_version()}")
-        parser.exit()
-
-
-def _version():
-    try:
-        from importlib.metadata import version
-
-        return version("umview")
-    except Exception:  # noqa: BLE001
-        return "unknown"
 
 
 def load_engine(spec):
@@ -289,7 +274,7 @@ def nested_main(args, command, sandbox=None):
                 options["fd"] = f.fileno()
             request["trace"].append([name, options])
     except ValueError as exc:
-        print(f"umview: {exc}", file=sys.stderr)
+        print(f"umview: {exc}\n{TRY_HELP}", file=sys.stderr)
         return 2
     for spec in args.engine:
         where, colon, cls = spec.rpartition(":")
@@ -591,6 +576,19 @@ def bare_preset(argv, option, presets):
     return argv
 
 
+def _not_a_layer_dir(path):
+    """Why --keep-layer cannot use path (None: a new or empty directory, or a
+    layer a view kept)."""
+    from umview import layerfmt  # lazy: only with --keep-layer
+
+    if not os.path.lexists(path):
+        return None
+    if not os.path.isdir(path):
+        return "not a directory (give a new or empty directory, or one a view kept)"
+    why = layerfmt.why_not_a_layer(path)
+    return f"not a layer: {why} (give a new or empty directory, or one a view kept)" if why else None
+
+
 def commands_dir():
     """The directory of the view's commands (um_add_service...) installed
     with this umview: its script's, or its interpreter's scripts directory
@@ -629,6 +627,10 @@ def main(argv=None):
         parser.error("--report goes with --sandbox (for a layer of your own: umview-layer diff LAYER)")
     if args.sandbox == "ro" and (args.keep_layer or args.report):
         parser.error("--sandbox=ro has no layer: --keep-layer and --report go with the other presets")
+    if args.keep_layer:
+        why = _not_a_layer_dir(args.keep_layer)
+        if why:
+            parser.error(f"--keep-layer {args.keep_layer}: {why}")
     if args.host_paths is not None and not args.rootfs:
         parser.error("--host-paths goes with -r ROOTFS")
     if args.rootfs:
@@ -784,12 +786,12 @@ def run_view(args, command, sandbox):
             engines += new
             control.register(spec[0] if isinstance(spec, tuple) else parse_spec(spec)[0], module, new)
     except (ValueError, ImportError) as exc:
-        print(f"umview: {exc}", file=sys.stderr)
+        print(f"umview: {exc}\n{TRY_HELP}", file=sys.stderr)
         return ("exit", 2)
     try:
         engines += [load_engine(s) for s in args.engine]
     except Exception as exc:  # noqa: BLE001 - any failure to load is the user's to see
-        print(f"umview: cannot load engine: {exc}", file=sys.stderr)
+        print(f"umview: cannot load engine: {exc}\n{TRY_HELP}", file=sys.stderr)
         return ("exit", 2)
 
     monitor = Monitor(engines, spin=args.spin, control=control)

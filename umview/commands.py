@@ -12,6 +12,7 @@ import os
 import sys
 
 from umview import control
+from umview.cliparse import Parser
 
 MS_RDONLY = 1
 MS_REMOUNT = 32
@@ -35,7 +36,7 @@ def _libc():
 
 
 def vumount_main(argv=None):
-    p = argparse.ArgumentParser(prog="vumount", description="mount(2) inside a umview view, "
+    p = Parser(prog="vumount", description="mount(2) inside a umview view, "
                                 "with mount(8)'s syntax (no root needed for umview's modules)")
     p.add_argument("-t", "--types", default="auto", metavar="TYPE",
                    help="filesystem type, e.g. viewfs, ext4, iso9660, tmpfs (default: auto; the fs module tells "
@@ -63,7 +64,7 @@ def vumount_main(argv=None):
 
 
 def vuumount_main(argv=None):
-    p = argparse.ArgumentParser(prog="vuumount", description="umount2(2) inside a umview view")
+    p = Parser(prog="vuumount", description="umount2(2) inside a umview view")
     p.add_argument("-f", "--force", action="store_true", help="MNT_FORCE")
     p.add_argument("-l", "--lazy", action="store_true", help="MNT_DETACH")
     p.add_argument("target")
@@ -82,7 +83,7 @@ def vuumount_main(argv=None):
 # --- the control channel's commands (umview.control, docs/services.md) ---
 
 def _control_parser(prog, description, epilog=None):
-    return argparse.ArgumentParser(prog=prog, description=description, epilog=epilog,
+    return Parser(prog=prog, description=description, epilog=epilog,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
 
 

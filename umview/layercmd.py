@@ -22,10 +22,11 @@ import stat
 import sys
 
 from umview import layerdiff, layerfmt
+from umview.cliparse import Parser
 
 
 def build_parser():
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="umview-layer",
         description="Show what a copy-on-write layer (umview --sandbox --keep-layer DIR, viewfs cow) "
         "changes in the real tree, or apply those changes to it.",
@@ -249,6 +250,11 @@ def main(argv=None):
     if not os.path.isdir(args.layer):
         print(f"umview-layer: {args.layer}: not a directory (a layer: umview --sandbox --keep-layer DIR)",
               file=sys.stderr)
+        return 2
+    why = layerfmt.why_not_a_layer(args.layer)
+    if why is not None:
+        print(f"umview-layer: {args.layer} is not a layer: {why} (a layer: umview --sandbox --keep-layer DIR, "
+              "or a viewfs cow mount's SOURCE)", file=sys.stderr)
         return 2
     lock = None
     if args.action == "apply" and not args.dry_run:

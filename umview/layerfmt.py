@@ -148,6 +148,33 @@ def mark(upper):
             raise
 
 
+def why_not_a_layer(path):
+    """None if the directory path is a layer (umview's mark on it; a layer of
+    the first format; empty; or, by its shape, where the mark is missing (a
+    file system without user xattrs cannot carry it), one that holds a
+    whiteout, an opaque directory or the layer's own files); else why it is
+    not, in a few words."""
+    try:
+        if os.getxattr(path, FORMAT_XATTR, follow_symlinks=False) == FORMAT:
+            return None
+    except OSError:
+        pass
+    try:
+        with os.scandir(os.fsencode(path)) as it:
+            if next(it, None) is None:
+                return None
+    except OSError as exc:
+        return exc.strerror
+    if legacy(path):
+        return None
+    for dirpath, dirnames, filenames in os.walk(os.fsencode(path)):
+        for n in dirnames + filenames:
+            if n.startswith(RESERVED) or is_whiteout(os.lstat(os.path.join(dirpath, n))) or (
+                    n in dirnames and is_opaque(os.path.join(dirpath, n))):
+                return None
+    return f"it has no {FORMAT_XATTR} mark, no whiteout and no opaque directory"
+
+
 def legacy(upper):
     """Is the layer upper in umview's first format (aufs's .wh. files)?"""
     try:
