@@ -181,6 +181,24 @@ class Module:
         """In use (mounts of it exist): um_del_service answers EBUSY."""
         return False
 
+    def mount_specs(self, spec, third):
+        """The mounts of a mount=SOURCE:TARGET[:THIRD][;...] option: (source,
+        target, third or None) each; a missing or empty part is an error
+        (an empty TARGET would mean the current directory)."""
+        form = f"mount=SOURCE:TARGET[:{third}]"
+        if spec is True or not spec or not spec.strip(";"):
+            raise ValueError(f"module {self.name}: {form} (mount= names nothing)")
+        out = []
+        for item in spec.split(";"):
+            if not item:
+                continue
+            parts = item.split(":")
+            if len(parts) not in (2, 3) or not all(parts):
+                raise ValueError(f"module {self.name}: mount={item!r}: "
+                                 f"expected SOURCE:TARGET[:{third}], each part given")
+            out.append((parts[0], parts[1], parts[2] if len(parts) == 3 else None))
+        return out
+
     def check_options(self, allowed):
         unknown = sorted(set(self.options) - set(allowed))
         if unknown:

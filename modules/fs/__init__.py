@@ -90,6 +90,17 @@ def detect_type(path):
     return None
 
 
+def _readable(path, name):
+    """Fail with the reason if the image path cannot be read (its type can
+    then not be told: the cause is that, not its content)."""
+    try:
+        with open(longpath.open_regular(path, devices=True), "rb"):
+            pass
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise HelperError(exc.errno, f"cannot read {name}: {exc.strerror}") from None
+
+
 def _holds_dev_fuse(pid):
     """Has process pid (a string) a /dev/fuse connection open?"""
     try:
@@ -303,20 +314,14 @@ class Fs(Module):
         self.table = MountTable(self)
         self.table_added = False
         self.initial = []
-        if spec is True:
-            raise ValueError("module fs: mount=SOURCE:TARGET[:TYPE]")
         if spec is None and self.initial_options:
             raise ValueError(f"module fs: options {','.join(self.initial_options)} without mount=")
-        for item in filter(None, (spec or "").split(";")):
-            parts = item.split(":")
-            if len(parts) not in (2, 3):
-                raise ValueError(f"module fs: mount={item!r}: expected SOURCE:TARGET[:TYPE]")
-            source = os.path.abspath(os.path.join(self.cwd, parts[0]))
-            fstype = parts[2] if len(parts) == 3 else None
+        for source, target, fstype in self.mount_specs(spec, "TYPE") if spec is not None else ():
+            source = os.path.abspath(os.path.join(self.cwd, source))
             if fstype is not None and not self._known(fstype):
                 raise ValueError(f"module fs: unknown type {fstype!r} (known: {', '.join(sorted(self.fstypes))}, "
                                  "fuse.NAME)")
-            self.initial.append((os.fsencode(source), os.fsencode(os.path.abspath(parts[1])), fstype))
+            self.initial.append((os.fsencode(source), os.fsencode(os.path.abspath(target)), fstype))
 
     def add_fsalias(self, alias, fstype):
         self.user_aliases[alias] = fstype
@@ -471,6 +476,8 @@ class Fs(Module):
                     if source.startswith(b"/"):
                         _lookup(self.realize(source), os.fsdecode(source))
                     fstype = detect_type(self.realize(source)) if source.startswith(b"/") else None
+                    if fstype is None and source.startswith(b"/"):
+                        _readable(self.realize(source), os.fsdecode(source))
                     if fstype is None:
                         raise HelperError(errno.EINVAL, f"cannot tell the type of {os.fsdecode(source)}: "
                                           "give it (-t TYPE, or mount=SOURCE:TARGET:TYPE)")

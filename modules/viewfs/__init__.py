@@ -210,15 +210,9 @@ class Viewfs(Module):
         self.initial = []
         spec = self.options.get("mount")
         if spec is not None:
-            if spec is True:
-                raise ValueError("module viewfs: mount=SOURCE:TARGET[:MODE]")
-            for item in filter(None, spec.split(";")):
-                parts = item.split(":")
-                if len(parts) not in (2, 3):
-                    raise ValueError(f"module viewfs: mount={item!r}: expected SOURCE:TARGET[:MODE]")
-                mode = parts[2] if len(parts) == 3 else "move"
-                self.initial.append((os.fsencode(os.path.abspath(parts[0])),
-                                     os.fsencode(os.path.abspath(parts[1])), mode))
+            for source, target, mode in self.mount_specs(spec, "MODE"):
+                self.initial.append((os.fsencode(os.path.abspath(source)),
+                                     os.fsencode(os.path.abspath(target)), mode or "move"))
 
     def engines(self):
         # made now, when the engines loaded before this module are known: a
