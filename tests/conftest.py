@@ -2,6 +2,7 @@
 import contextlib
 import functools
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -142,19 +143,32 @@ def no_process_left_behind():
                     + "\n".join(f"  {pid}: {cmd}" for pid, cmd in left), pytrace=False)
 
 
+def view_dirs(where, kind, pid=None):
+    """The directories a view made in where: umview-KIND-PID-XXXX (a
+    sandbox's, a layered mount's listings), of process pid if given, as
+    {name: pid}."""
+    try:
+        names = os.listdir(where)
+    except OSError:
+        return {}
+    out = {}
+    for n in names:
+        m = re.fullmatch(rf"umview-{kind}-(\d+)-.*", n)
+        if m and (pid is None or int(m.group(1)) == pid):
+            out[n] = int(m.group(1))
+    return out
+
+
 @pytest.fixture(scope="session", autouse=True)
 def no_listing_directory_left_behind():
-    """At the end of the session no /dev/shm/umview-* directory made during
-    it is left (a layered mount's listing directories are removed with the
-    view, also when a module fails to load)."""
-    def ours():
-        try:
-            return {n for n in os.listdir("/dev/shm") if n.startswith("umview-")}
-        except OSError:
-            return set()
-    before = ours()
+    """At the end of the session no listing directory of a view the session
+    started is left (a layered mount's are removed with the view, also when
+    a module fails to load): one made during it whose monitor is gone.
+    Another view running on the machine is not the session's."""
+    before = set(view_dirs("/dev/shm", "listing"))
     yield
-    left = sorted(ours() - before)
+    left = sorted(n for n, pid in view_dirs("/dev/shm", "listing").items()
+                  if n not in before and not os.path.exists(f"/proc/{pid}"))
     if left:
         pytest.fail(f"left in /dev/shm by the tests: {', '.join(left)}", pytrace=False)
 

@@ -442,7 +442,7 @@ class Sandbox:
         self.keep = [os.path.realpath(k) for k in keep]
         # real paths: the engines rewrite to them, Landlock and
         # Call.run_anchored rely on them having no symlink
-        self.dir = os.path.realpath(tempfile.mkdtemp(prefix="umview-sandbox-"))
+        self.dir = os.path.realpath(tempfile.mkdtemp(prefix=f"umview-sandbox-{os.getpid()}-"))
         janitor.remove_at_death(self.dir)  # also if umview is killed
         # every user of the view reaches the layer and the private /tmp
         # through it (a root sandbox whose command drops to another user);

@@ -670,7 +670,7 @@ class Listings:
     """Private directories of placeholders that stand for merged listings."""
 
     def __init__(self):
-        self.root = os.fsencode(tempfile.mkdtemp(prefix="umview-listing-", dir=_memory_dir()))
+        self.root = os.fsencode(tempfile.mkdtemp(prefix=f"umview-listing-{os.getpid()}-", dir=_memory_dir()))
         janitor.remove_at_death(self.root)  # also if the monitor is killed
         self.counter = itertools.count(1)
         self.cache = {}  # rel -> (key, listing dir)

@@ -101,7 +101,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from conftest import NOBODY, as_user, need, need_user, processes_with_arg, run, umview_for
+from conftest import NOBODY, as_user, need, need_user, processes_with_arg, run, umview_for, view_dirs
 
 PROGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs", "escape")
 USERS = ["root", "nobody"]
@@ -743,7 +743,6 @@ def test_sigkill_of_umview_leaves_no_process_and_no_sandbox_directory(how, user)
     marker = f"umview-test-{uuid.uuid4().hex}"
     tmp = tempfile.mkdtemp(prefix="umview-escape-tmp-", dir="/tmp")
     os.chmod(tmp, 0o777)
-    shm_before = {e for e in os.listdir("/dev/shm") if e.startswith("umview-")}
     try:
         cmd = ["sh", "-c", 'sleep 300 & setsid sleep 300 & echo ready; wait; : "$0"', marker]
         view = subprocess.Popen(umview_for(user, "--sandbox", "--", *cmd), env=dict(os.environ, TMPDIR=tmp),
@@ -767,11 +766,11 @@ def test_sigkill_of_umview_leaves_no_process_and_no_sandbox_directory(how, user)
         assert os.listdir(tmp) == [], "the sandbox's directory was left"
         # the layered mount's listing directories (in /dev/shm, or
         # $XDG_RUNTIME_DIR): those this view made are gone too
-        made = {e for e in os.listdir("/dev/shm") if e.startswith("umview-")} - shm_before
+        made = view_dirs("/dev/shm", "listing", view.pid)
         deadline = time.monotonic() + 5
         while made and time.monotonic() < deadline:
             time.sleep(0.2)
-            made = {e for e in made if os.path.lexists(os.path.join("/dev/shm", e))}
+            made = view_dirs("/dev/shm", "listing", view.pid)
         assert not made, f"left in /dev/shm: {made}"
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

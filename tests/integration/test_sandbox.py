@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import NOBODY, entry_for, need, need_user, umview_for
+from conftest import NOBODY, entry_for, need, need_user, umview_for, view_dirs
 
 USERS = ["root", "nobody"]
 
@@ -34,15 +34,22 @@ def victim():
     shutil.rmtree(d)
 
 
-def _sandbox_dirs():
-    return {n for n in os.listdir(tempfile.gettempdir()) if n.startswith("umview-sandbox-")}
+def _made_by(pid):
+    """The sandbox and listing directories monitor pid made that are left."""
+    return {**view_dirs(tempfile.gettempdir(), "sandbox", pid), **view_dirs("/dev/shm", "listing", pid)}
 
 
 def run(user, opts, script, **kw):
-    before = _sandbox_dirs()
-    r = subprocess.run(umview_for(user, *opts, "--", "sh", "-c", script), capture_output=True, timeout=120, **kw)
-    assert _sandbox_dirs() == before, "the sandbox's directory was left behind"
-    return r
+    proc = subprocess.Popen(umview_for(user, *opts, "--", "sh", "-c", script), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, **kw)
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert not _made_by(proc.pid), "the sandbox's directory was left behind"
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 CHANGE = "echo changed > {d}/victim && chmod 600 {d}/victim && touch {d}/new && cat {d}/victim && ls {d}"
@@ -143,23 +150,19 @@ def test_bad_sandbox_options_say_what_to_write():
 def test_kill_9_of_the_monitor_leaves_no_directory_behind(user):
     need_user(user)
 
-    def ours():
-        return _sandbox_dirs() | {n for n in os.listdir("/dev/shm") if n.startswith("umview-listing-")}
-
-    before = ours()
     # the sandbox makes its directory and (a cow view) a listing directory;
     # the command says it runs on its stdout (a file would land in the layer)
     proc = subprocess.Popen(umview_for(user, "--sandbox", "--", "sh", "-c", "ls /etc >/dev/null; echo ready; "
                                        "exec sleep 60"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert proc.stdout.readline() == b"ready\n", proc.stderr.read() if proc.poll() is not None else ""
-        assert ours() - before, "the sandbox made no directory: nothing to check"
+        assert len(_made_by(proc.pid)) == 2, "the sandbox made no directory: nothing to check"
         proc.kill()  # the monitor itself (umview_for execs it: setpriv, python)
         proc.wait()
         deadline = time.monotonic() + 10
-        while ours() - before and time.monotonic() < deadline:
+        while _made_by(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not ours() - before
+        assert not _made_by(proc.pid)
     finally:
         if proc.poll() is None:
             proc.kill()
