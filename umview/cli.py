@@ -42,6 +42,9 @@ before the command (docs/services.md).
 
 The exit status is the command's: its exit code, or, if it was killed by a
 signal, umview dies of the same signal (a shell then reports 128+N).
+SIGTERM, SIGINT or SIGHUP sent to umview (kill, timeout; not the terminal's)
+go to every process of the view; those left after UMVIEW_TERM_GRACE seconds
+(10) are killed, and umview exits 128+N.
 """
 
 
@@ -831,6 +834,11 @@ def run_view(args, command, sandbox):
 
             with open(args.stats_file, "a") as f:
                 f.write(json.dumps({"command": command, **stats.as_dict()}) + "\n")
+    from umview.core import lib  # loaded by the monitor already
+
+    ended_by = lib.um_term_signal()
+    if ended_by:
+        return ("exit", 128 + ended_by)  # SIGTERM, SIGINT or SIGHUP sent to umview ended the view
     return ("status", status)
 
 

@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 26
+#define UM_CORE_VERSION 27
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -343,6 +343,7 @@ int um_spawn(char *const argv[]);
 int um_next(struct um_event *ev);
 int um_first_status(void);
 int um_spawn_error(void);
+int um_term_signal(void); /* SIGTERM, SIGINT or SIGHUP sent to umview (not the terminal's), or 0 */
 
 /* --- inner tracers (docs/internals.md, "Tracers inside a view") ---
  * A thread whose inner tracer (a process of the view calling ptrace) is

@@ -191,11 +191,63 @@ def signalled(argv, sig):
 
 @pytest.mark.parametrize("sig", ["TERM", "HUP", "USR1", "USR2", "INT", "QUIT", "ALRM", "PIPE", "WINCH"])
 def test_signal_sent_to_umview_reaches_the_command_trap(sig):
+    # the command's trap runs as natively; SIGTERM, SIGHUP and SIGINT, which
+    # end the whole view, make umview's status 128+N whatever the command's
     argv = ["bash", "-c", TRAP_SCRIPT.format(sig=sig)]
     signum = getattr(signal, "SIG" + sig)
     native = signalled(argv, signum)
     assert native == (b"caught\n", 3)
-    assert signalled(umview_argv("--", *argv), signum) == native
+    ends = sig in ("TERM", "HUP", "INT")
+    assert signalled(umview_argv("--", *argv), signum) == (native[0], 128 + signum if ends else native[1])
+
+
+TREE = r"""
+import os, signal, sys, time
+# a process, a child, and a child in a session of its own, each ended by the
+# signal; natively only the process umview started gets it
+def on(sig, frame):
+    os._exit(0)
+for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(s, on)
+for own_session in (False, True):
+    if os.fork() == 0:
+        if own_session:
+            os.setsid()
+        time.sleep(300)
+        os._exit(1)
+print("ready", flush=True)
+time.sleep(300)
+"""
+
+
+@pytest.mark.parametrize("sandbox", [False, True], ids=["plain", "sandbox"])
+@pytest.mark.parametrize("sig", ["TERM", "INT", "HUP"])
+def test_sigterm_sigint_sighup_to_umview_reach_every_process_of_the_view(sig, sandbox):
+    signum = getattr(signal, "SIG" + sig)
+    marker = f"umview-test-{uuid.uuid4().hex}"
+    for where in ("native", "view"):
+        argv = [sys.executable, "-c", TREE, marker]
+        if where == "view":
+            argv = umview_argv(*(["--sandbox"] if sandbox else []), "--", *argv)
+        # a grace longer than the test: the view ends by the signal alone
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, env=dict(os.environ, UMVIEW_TERM_GRACE="60"))
+        try:
+            assert p.stdout.readline() == b"ready\n"
+            p.send_signal(signum)
+            status = p.wait(timeout=30)
+            time.sleep(0.3)
+            left = processes_with_arg(marker.encode())
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            for pid in processes_with_arg(marker.encode()):
+                os.kill(pid, signal.SIGKILL)
+            p.stdout.close()
+        if where == "native":
+            assert status == 0 and len(left) == 2  # its children live on
+        else:
+            assert status == 128 + signum and left == []
 
 
 # --- a rewritten call interrupted by signals --------------------------------------------

@@ -10,30 +10,37 @@
 /* Signals the monitor passes on instead of acting on them. One the kernel
  * sent to the whole foreground group (Ctrl-C, Ctrl-Z, a resize: si_code
  * SI_KERNEL) reached the tracees by itself and is dropped; one sent to the
- * monitor alone (kill, timeout) is forwarded to the first process, so that
- * `kill -INT <umview>` does what `kill -INT <command>` does natively. */
+ * monitor alone (kill, timeout, a CI runner) is forwarded: SIGTERM, SIGINT
+ * and SIGHUP, which end a view, to every process of the view, the others to
+ * the first process, so that `kill -USR1 <umview>` does what it does to the
+ * command natively. */
 static const int passed_signals[] = {SIGINT,  SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU, SIGTERM,
                                      SIGHUP,  SIGUSR1, SIGUSR2, SIGALRM, SIGPIPE, SIGWINCH};
 #define NPASSED (int)(sizeof passed_signals / sizeof passed_signals[0])
 static struct sigaction saved_actions[NPASSED];
 
-/* The end a SIGTERM or SIGINT sent to umview promises, whatever the view's
- * processes do with it (ignore it, handle it for long, or hold the monitor
- * up): term_grace seconds after the first such signal, every process the
- * monitor traces is killed, and if the monitor has still not ended
- * TERM_LAST seconds later (stuck in a call a tracee's death does not end),
- * it kills itself (the janitor and PTRACE_O_EXITKILL then clean up). The
- * timer's function runs on a thread of its own (SIGEV_THREAD), not on the
- * main thread, which may be the one stuck. A signal of the terminal
- * (Ctrl-C: SI_KERNEL) reached the view's foreground processes itself and
- * starts no clock: an interactive shell in the view lives on. */
+/* The end a SIGTERM, SIGINT or SIGHUP sent to umview promises, whatever the
+ * view's processes do with it (ignore it, handle it for long, or hold the
+ * monitor up): the signal goes to every process of the view at once;
+ * term_grace seconds later every one still there is killed, and if the
+ * monitor has still not ended TERM_LAST seconds after that (stuck in a call
+ * a tracee's death does not end), it kills itself (the janitor and
+ * PTRACE_O_EXITKILL then clean up); umview then exits 128+N
+ * (um_term_signal). The timers' functions run on a thread of their own
+ * (SIGEV_THREAD), not on the main thread, which may be the one stuck, nor
+ * in the handler (reading /proc is no async-signal-safe work). A signal of
+ * the terminal (Ctrl-C: SI_KERNEL) reached the view's foreground processes
+ * itself and starts nothing: an interactive shell in the view lives on. */
 #define TERM_GRACE 10 /* seconds; UMVIEW_TERM_GRACE overrides */
 #define TERM_LAST 5
-static timer_t term_timer;
+static timer_t term_timer, spread_timer;
 static volatile sig_atomic_t term_armed = -1; /* -1 no timer, 0 idle, 1 counting */
+static volatile sig_atomic_t term_sig;       /* the first of them sent to umview, or 0 */
 static int term_grace = TERM_GRACE;
 
-static void kill_tracees(void)
+int um_term_signal(void) { return term_sig; }
+
+static void signal_tracees(int sig)
 {
     DIR *d = opendir("/proc");
     if (!d)
@@ -43,30 +50,38 @@ static void kill_tracees(void)
     while ((e = readdir(d)) != NULL) {
         pid_t pid = (pid_t)atoi(e->d_name);
         if (pid > 0 && pid != me && status_field(pid, "TracerPid", 0) == me)
-            kill(pid, SIGKILL);
+            kill(pid, sig);
     }
     closedir(d);
+}
+
+static void term_spread(union sigval v)
+{
+    (void)v;
+    signal_tracees(term_sig);
 }
 
 static void term_deadline(union sigval v)
 {
     (void)v;
-    static const char msg[] = "umview: the view did not end within its grace time after SIGTERM/SIGINT: "
-                              "its processes are killed\n";
+    static const char msg[] = "umview: the view did not end within its grace time after SIGTERM, SIGINT or "
+                              "SIGHUP: its processes are killed\n";
     ssize_t w = write(2, msg, sizeof msg - 1);
     (void)w;
-    kill_tracees();
+    signal_tracees(SIGKILL);
     sleep(TERM_LAST);
     kill(getpid(), SIGKILL);
 }
 
-static void arm_term_deadline(void)
+static void arm_term_deadline(int sig)
 {
     if (term_armed != 0)
         return;
     term_armed = 1;
-    struct itimerspec its = {{0, 0}, {term_grace, 0}};
-    timer_settime(term_timer, 0, &its, NULL); /* async-signal-safe */
+    term_sig = sig;
+    struct itimerspec now = {{0, 0}, {0, 1}}, its = {{0, 0}, {term_grace, 0}};
+    timer_settime(spread_timer, 0, &now, NULL); /* async-signal-safe */
+    timer_settime(term_timer, 0, &its, NULL);
 }
 
 static void pass_signal(int sig, siginfo_t *info, void *uc)
@@ -76,8 +91,8 @@ static void pass_signal(int sig, siginfo_t *info, void *uc)
         return;
     if (first_pid > 0)
         kill(first_pid, sig);
-    if (sig == SIGTERM || sig == SIGINT)
-        arm_term_deadline();
+    if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP)
+        arm_term_deadline(sig);
 }
 
 /* A thread that waits for the passed signals (sigtimedwait, waking once a
@@ -127,10 +142,12 @@ static void install_signal_passing(void)
         pthread_attr_destroy(&a);
     }
     if (term_armed < 0) {
-        struct sigevent ev = {0};
-        ev.sigev_notify = SIGEV_THREAD;
+        struct sigevent ev = {0}, spread = {0};
+        ev.sigev_notify = spread.sigev_notify = SIGEV_THREAD;
         ev.sigev_notify_function = term_deadline;
-        if (timer_create(CLOCK_MONOTONIC, &ev, &term_timer) == 0)
+        spread.sigev_notify_function = term_spread;
+        if (timer_create(CLOCK_MONOTONIC, &ev, &term_timer) == 0 &&
+            timer_create(CLOCK_MONOTONIC, &spread, &spread_timer) == 0)
             term_armed = 0;
         const char *g = getenv("UMVIEW_TERM_GRACE");
         if (g && atoi(g) > 0)
