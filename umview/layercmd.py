@@ -56,7 +56,7 @@ def build_parser():
 
 
 def _all_lines(changes):
-    return [layerdiff.describe(k, e) for k in layerdiff.KINDS for e in changes[k]]
+    return [layerdiff.describe(k, e) for k in layerdiff.KINDS for e in layerdiff.top(changes[k])]
 
 
 def diff_main(args, changes):
@@ -182,7 +182,7 @@ class Applier:
     def apply(self, changes):
         done = 0
         for kind in ("renamed", "deleted", "created", "modified"):
-            for e in changes[kind]:
+            for e in layerdiff.top(changes[kind]):  # a directory brings what is below it
                 line = layerdiff.describe(kind, e)
                 before = len(self.failed)
                 if self._step(line, getattr(self, kind), e) and len(self.failed) == before:

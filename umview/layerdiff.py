@@ -19,9 +19,10 @@ the real (lower) tree, not what the processes did:
   user's copy-up belongs to that user whoever owned the lower file, and a
   user's copy of a lower directory has owner rwx added (the monitor must make
   names in it), so a user's layer cannot tell ``chmod u+rwx DIR`` from a copy;
-- a directory deleted with what it held is one entry (its ``entries``: how
-  many names lay below it); a directory created is one entry too, with the
-  count of the names made below it;
+- a directory deleted with what it held is an entry (its ``entries``: how
+  many names lay below it), and so is each of those names, with ``under``,
+  the directory's path; a directory created likewise, with the names made
+  below it (the human summary shows the directory alone);
 - a rename of a lower file is known from the layer only if the cow engine
   recorded its origin (the xattr ``user.umview.origin`` it sets on the copy
   when it renames a lower file, where the layer's file system has user
@@ -173,30 +174,41 @@ class _Reader:
 
     def created(self, rel, ust):
         entry = {"path": self.path(rel), "type": file_type(ust)}
+        self.out["created"][rel] = entry
         up = _join(self.upper, rel)
         if stat.S_ISDIR(ust.st_mode):
-            count = 0
-            for dirpath, dirnames, filenames in os.walk(up, onerror=lambda e: None):
-                dirnames[:] = [n for n in dirnames if not self.bookkeeping(dirpath, n)]
-                base = os.path.relpath(dirpath, self.upper)
-                for n in dirnames + filenames:
-                    if self.bookkeeping(dirpath, n):
-                        continue
-                    count += 1
-                    self._note_origin(_join(base, n))
-            entry["entries"] = count
+            below = self._below(self.upper, rel, self.out["created"],
+                                lambda dirpath, n: self.bookkeeping(dirpath, n))
+            entry["entries"] = len(below)
+            for r in below:
+                self._note_origin(r)
         else:
             self._note_origin(rel)
-        self.out["created"][rel] = entry
 
     def deleted(self, rel, lst):
         entry = {"path": self.path(rel), "type": file_type(lst)}
-        if stat.S_ISDIR(lst.st_mode):
-            count = 0
-            for _, dirnames, filenames in os.walk(_join(self.lower, rel), onerror=lambda e: None):
-                count += len(dirnames) + len(filenames)
-            entry["entries"] = count
         self.out["deleted"][rel] = entry
+        if stat.S_ISDIR(lst.st_mode):
+            entry["entries"] = len(self._below(self.lower, rel, self.out["deleted"], lambda dirpath, n: False))
+
+    def _below(self, root, rel, out, own):
+        """Every name below the directory rel of root (the upper layer, or
+        the lower tree), each an entry of out "under" rel's path, but those
+        own(dirpath, name) says are the layer's: their rels."""
+        under = self.path(rel)
+        rels = []
+        for dirpath, dirnames, filenames in os.walk(_join(root, rel), onerror=lambda e: None):
+            dirnames[:] = [n for n in dirnames if not own(dirpath, n)]
+            base = os.path.relpath(dirpath, root)
+            for n in sorted(dirnames + filenames):
+                if own(dirpath, n):
+                    continue
+                r = _join(base, n)
+                st = _lstat(_join(root, r))
+                if st is not None:
+                    out[r] = {"path": self.path(r), "type": file_type(st), "under": under}
+                    rels.append(r)
+        return rels
 
     def bookkeeping(self, directory, name):
         """Is name in the upper directory the layer's own (a whiteout, a
@@ -304,8 +316,10 @@ def changes(upper, lower="/", target="/"):
 
     Each list is sorted by path and holds dicts with "path" (absolute, in the
     view) and "type" (file, dir, symlink, fifo, socket, chardev, blockdev).
-    Created and deleted directories carry "entries" (names below them, which
-    are not listed one by one). Modified and renamed entries say what
+    Created and deleted directories carry "entries" (how many names below
+    them), and each of those names is an entry of its own with "under" (the
+    directory's path): every name is listed (docs/user-guide.md, "The
+    report's JSON"). Modified and renamed entries say what
     changed: "content" (bool; bytes are compared only when the sizes are
     equal) and, when they changed, "size" [old, new], "mode" [old, new]
     (octal strings), "owner" ["uid:gid", "uid:gid"] (root's layers only),
@@ -347,12 +361,19 @@ def describe(kind, entry):
     return line + (f" ({', '.join(what)})" if what else "")
 
 
+def top(entries):
+    """The entries of a changes() list that are not below a created or
+    deleted directory (what the human summary and apply take)."""
+    return [e for e in entries if "under" not in e]
+
+
 def summary(changes, limit=50):
     """A short human summary of changes(): the counts, then one line per
-    entry (at most limit lines; the rest is counted)."""
-    counts = ", ".join(f"{len(changes[k])} {k}" for k in KINDS)
+    entry (at most limit lines; the rest is counted). A created or deleted
+    directory stands for the names below it."""
+    counts = ", ".join(f"{len(top(changes[k]))} {k}" for k in KINDS)
     lines = [f"{counts} (layer {changes['layer']})"]
-    entries = [(k, e) for k in KINDS for e in changes[k]]
+    entries = [(k, e) for k in KINDS for e in top(changes[k])]
     for k, e in entries[:limit]:
         lines.append(describe(k, e))
     if len(entries) > limit:

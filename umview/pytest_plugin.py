@@ -154,7 +154,7 @@ class Sandboxed:
             except OSError as exc:
                 note = f"the layer could not be read ({exc.strerror})"
             else:
-                n = sum(len(found[k]) for k in layerdiff.KINDS)
+                n = sum(len(layerdiff.top(found[k])) for k in layerdiff.KINDS)
                 note = f"{n} change{'s' if n != 1 else ''} outside the sandbox's /tmp, thrown away"
             net = "the host's network" if self.preset == "net" else "no network"
             print(f"umview: sandbox of /, {net}: {note}", flush=True)

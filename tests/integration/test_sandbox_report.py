@@ -97,10 +97,17 @@ def test_the_report_lists_what_the_sandbox_created_modified_deleted_and_renamed(
     assert set(c) == {"layer", "target", "created", "modified", "deleted", "renamed"}
     assert by_path(c["modified"]) == {f"{t}/config": {"path": f"{t}/config", "type": "file", "content": True,
                                                      "size": [5, 13], "mode": ["0644", "0600"]}}
-    assert c["deleted"] == [{"path": f"{t}/doomed", "type": "dir", "entries": 3}]
+    # every name, those below a created or deleted directory "under" it
+    doomed = f"{t}/doomed"
+    assert c["deleted"] == [{"path": doomed, "type": "dir", "entries": 3},
+                            {"path": f"{doomed}/a", "type": "file", "under": doomed},
+                            {"path": f"{doomed}/sub", "type": "dir", "under": doomed},
+                            {"path": f"{doomed}/sub/b", "type": "file", "under": doomed}]
     assert c["renamed"] == [{"path": f"{t}/moved", "type": "file", "from": f"{t}/move-me", "to": f"{t}/moved"}]
     assert c["created"] == [{"path": f"{t}/link", "type": "symlink"},
-                            {"path": f"{t}/new", "type": "dir", "entries": 2}]
+                            {"path": f"{t}/new", "type": "dir", "entries": 2},
+                            {"path": f"{t}/new/deep", "type": "dir", "under": f"{t}/new"},
+                            {"path": f"{t}/new/deep/file", "type": "file", "under": f"{t}/new"}]
     err = r.stderr.decode()
     assert "2 created, 1 modified, 1 deleted, 1 renamed" in err
     assert f"M {t}/config (size 5 -> 13, mode 0644 -> 0600)" in err
@@ -188,6 +195,8 @@ def test_make_install_in_a_sandbox_leaves_the_real_tree_and_reports_it(victim):
     created = by_path(c["created"])
     assert created[f"/usr/local/bin/{name}"] == {"path": f"/usr/local/bin/{name}", "type": "file"}
     assert created[f"/usr/local/share/{name}"] == {"path": f"/usr/local/share/{name}", "type": "dir", "entries": 1}
+    assert created[f"/usr/local/share/{name}/data"] == {"path": f"/usr/local/share/{name}/data", "type": "file",
+                                                         "under": f"/usr/local/share/{name}"}
     assert c["deleted"] == [] and c["renamed"] == []
 
 
@@ -286,7 +295,9 @@ def test_deleting_whole_directories_under_etc_and_srv_in_a_sandbox(victim, syste
     assert r.returncode != 0 and b"No such file" in r.stderr, r.stderr  # gone in the sandbox
     assert {d: checksum(d) for d in system_victims} == before
     c = json.load(open(report))
-    assert c["deleted"] == [{"path": d, "type": "dir", "entries": 6} for d in sorted(system_victims)]
+    assert [e for e in c["deleted"] if "under" not in e] == [{"path": d, "type": "dir", "entries": 6}
+                                                              for d in sorted(system_victims)]
+    assert len(c["deleted"]) == 7 * len(system_victims)  # and each name below them
     assert c["created"] == [] and c["modified"] == [] and c["renamed"] == []
 
 

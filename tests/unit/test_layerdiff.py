@@ -65,7 +65,7 @@ def test_modified_files_say_what_changed(tree):
     assert set(m) == {"/etc/hosts", "/etc/same", "/etc/link"}  # /etc, copied up on the way, is no change
 
 
-def test_created_names_and_a_created_directory_as_one_entry(tree):
+def test_a_created_directory_is_one_summary_line_and_each_name_below_an_entry(tree):
     layers, upper, lower = tree
     layers.ensure_dir(b"etc")
     with open(os.path.join(upper, "etc/new"), "w") as f:
@@ -74,11 +74,16 @@ def test_created_names_and_a_created_directory_as_one_entry(tree):
     open(os.path.join(upper, "opt/tool/bin/t"), "w").close()
     c = layerdiff.changes(upper, lower, "/")
     assert c["created"] == [{"path": "/etc/new", "type": "file"},
-                            {"path": "/opt", "type": "dir", "entries": 3}]
-    assert "C /opt (dir, 3 entries below)" in layerdiff.summary(c)
+                            {"path": "/opt", "type": "dir", "entries": 3},
+                            {"path": "/opt/tool", "type": "dir", "under": "/opt"},
+                            {"path": "/opt/tool/bin", "type": "dir", "under": "/opt"},
+                            {"path": "/opt/tool/bin/t", "type": "file", "under": "/opt"}]
+    summary = layerdiff.summary(c)
+    assert "C /opt (dir, 3 entries below)" in summary and "/opt/tool" not in summary
+    assert summary.startswith("2 created,")
 
 
-def test_a_directory_deleted_recursively_is_one_entry_with_its_count(tree):
+def test_a_directory_deleted_recursively_is_one_summary_line_and_each_name_below_an_entry(tree):
     layers, upper, lower = tree
     # as rm -rf does it in a cow view: the names below first, then the directory
     for rel in (b"etc/app/sub/b", b"etc/app/sub", b"etc/app/a.conf", b"etc/app"):
@@ -87,6 +92,9 @@ def test_a_directory_deleted_recursively_is_one_entry_with_its_count(tree):
     layers.whiteout(b"srv/old")
     c = layerdiff.changes(upper, lower, "/")
     assert c["deleted"] == [{"path": "/etc/app", "type": "dir", "entries": 3},
+                            {"path": "/etc/app/a.conf", "type": "file", "under": "/etc/app"},
+                            {"path": "/etc/app/sub", "type": "dir", "under": "/etc/app"},
+                            {"path": "/etc/app/sub/b", "type": "file", "under": "/etc/app"},
                             {"path": "/srv/old", "type": "file"}]
     assert "D /etc/app (dir, 3 entries below)" in layerdiff.summary(c)
 
@@ -100,7 +108,8 @@ def test_an_opaque_directory_deletes_what_it_hid_and_its_names_compare_with_the_
     with open(os.path.join(upper, "etc/app/a.conf"), "w") as f:
         f.write("a\n")  # the same bytes again
     c = layerdiff.changes(upper, lower, "/")
-    assert c["deleted"] == [{"path": "/etc/app/sub", "type": "dir", "entries": 1}]
+    assert c["deleted"] == [{"path": "/etc/app/sub", "type": "dir", "entries": 1},
+                            {"path": "/etc/app/sub/b", "type": "file", "under": "/etc/app/sub"}]
     assert c["created"] == [] and c["modified"] == []
 
 
@@ -184,7 +193,9 @@ def _first_format_layer(upper):
 def _first_format_changes(c):
     assert by_path(c["deleted"]) == {"/etc/hosts": {"path": "/etc/hosts", "type": "file"},
                                      "/etc/app/a.conf": {"path": "/etc/app/a.conf", "type": "file"},
-                                     "/etc/app/sub": {"path": "/etc/app/sub", "type": "dir", "entries": 1}}
+                                     "/etc/app/sub": {"path": "/etc/app/sub", "type": "dir", "entries": 1},
+                                     "/etc/app/sub/b": {"path": "/etc/app/sub/b", "type": "file",
+                                                        "under": "/etc/app/sub"}}
     assert c["created"] == [{"path": "/etc/app/new", "type": "file"}]
 
 
