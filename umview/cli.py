@@ -39,6 +39,9 @@ the command. --services, --stats, --stats-file, --spin and -v belong to the
 outermost umview (docs/user-guide.md, "A view inside a view").
 At start, /etc/umviewrc then ~/.umviewrc (or -f FILE) run inside the view
 before the command (docs/services.md).
+examples/ is in umview's source, and installed in PREFIX/share/umview/examples
+(PREFIX: the venv's directory, or ~/.local); so are the man pages (man umview)
+and bash and zsh completion (PREFIX/share/bash-completion/completions/umview).
 
 The exit status is the command's: its exit code, or, if it was killed by a
 signal, umview dies of the same signal (a shell then reports 128+N).

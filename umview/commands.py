@@ -35,7 +35,7 @@ def _libc():
     return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
 
-def vumount_main(argv=None):
+def vumount_parser():
     p = Parser(prog="vumount", description="mount(2) inside a umview view, "
                                 "with mount(8)'s syntax (no root needed for umview's modules)")
     p.add_argument("-t", "--types", default="auto", metavar="TYPE",
@@ -45,6 +45,11 @@ def vumount_main(argv=None):
                    help="comma-separated options (ro, bind, remount set flags; the rest is passed as data)")
     p.add_argument("source")
     p.add_argument("target")
+    return p
+
+
+def vumount_main(argv=None):
+    p = vumount_parser()
     args = p.parse_args(argv)
     flags, data = 0, []
     for opt in filter(None, args.options.split(",")):
@@ -63,11 +68,16 @@ def vumount_main(argv=None):
     return 0
 
 
-def vuumount_main(argv=None):
+def vuumount_parser():
     p = Parser(prog="vuumount", description="umount2(2) inside a umview view")
     p.add_argument("-f", "--force", action="store_true", help="MNT_FORCE")
     p.add_argument("-l", "--lazy", action="store_true", help="MNT_DETACH")
     p.add_argument("target")
+    return p
+
+
+def vuumount_main(argv=None):
+    p = vuumount_parser()
     args = p.parse_args(argv)
     flags = (1 if args.force else 0) | (2 if args.lazy else 0)
     r = _libc().umount2(os.fsencode(args.target), flags)
@@ -105,7 +115,7 @@ def errno_name(code):
     return errno.errorcode.get(code, str(code))
 
 
-def um_add_service_main(argv=None):
+def um_add_service_parser():
     p = _control_parser("um_add_service", "Load a module into the running view: its engines are "
                         "added, each with a new epoch (the newest).",
                         "example: um_add_service viewfs; mount -t viewfs -o cow /tmp/l /\n"
@@ -113,11 +123,16 @@ def um_add_service_main(argv=None):
                         "by a filter stacked on every process of the view.")
     p.add_argument("-p", "--permanent", action="store_true", help="um_del_service will refuse to remove it")
     p.add_argument("spec", metavar="MODULE[,OPTIONS]", help="as umview -p (umview --list-modules)")
+    return p
+
+
+def um_add_service_main(argv=None):
+    p = um_add_service_parser()
     args = p.parse_args(argv)
     return _run_control(p.prog, lambda: control.add_service(args.spec, args.permanent))
 
 
-def um_attach_main(argv=None):
+def um_attach_parser():
     p = _control_parser("um_attach", "Bring a process started outside into this view: from now "
                         "on it and its future children see what the view's processes see. The "
                         "rules of ptrace apply (the same user, or CAP_SYS_PTRACE); the process "
@@ -125,19 +140,29 @@ def um_attach_main(argv=None):
                         "it is privileged.",
                         "example: sleep 1000 & (outside); um_attach $! (inside)")
     p.add_argument("pid", metavar="PID", type=int)
+    return p
+
+
+def um_attach_main(argv=None):
+    p = um_attach_parser()
     args = p.parse_args(argv)
     return _run_control(p.prog, lambda: control.attach(args.pid))
 
 
-def um_del_service_main(argv=None):
+def um_del_service_parser():
     p = _control_parser("um_del_service", "Remove a service (the newest of that name) from the "
                         "running view. EBUSY while it is permanent or its mounts exist.")
     p.add_argument("name", metavar="MODULE")
+    return p
+
+
+def um_del_service_main(argv=None):
+    p = um_del_service_parser()
     args = p.parse_args(argv)
     return _run_control(p.prog, lambda: control.del_service(args.name))
 
 
-def um_ls_service_main(argv=None):
+def um_ls_service_parser():
     p = _control_parser("um_ls_service", "List the services of the running view, oldest first: "
                         "name and description (and 'permanent'); in a nested view, those of the "
                         "outer views first (flagged 'outer').")
@@ -145,6 +170,11 @@ def um_ls_service_main(argv=None):
                    help="list the engines instead, in the order a call enters them (newest first): "
                         "epoch, rank (0 plain, 1 and 2 stay newest), engine, its service; in a "
                         "nested view, the view each belongs to")
+    return p
+
+
+def um_ls_service_main(argv=None):
+    p = um_ls_service_parser()
     args = p.parse_args(argv)
 
     def show():
@@ -161,20 +191,30 @@ def um_ls_service_main(argv=None):
     return _run_control(p.prog, show)
 
 
-def um_fsalias_main(argv=None):
+def um_fsalias_parser():
     p = _control_parser("um_fsalias", "Make mount -t ALIAS reach the service of FSTYPE; with no "
                         "FSTYPE, delete ALIAS.", "example: um_fsalias bind viewfs; mount -t bind SRC DST")
     p.add_argument("alias", metavar="ALIAS")
     p.add_argument("fstype", metavar="FSTYPE", nargs="?")
+    return p
+
+
+def um_fsalias_main(argv=None):
+    p = um_fsalias_parser()
     args = p.parse_args(argv)
     return _run_control(p.prog, lambda: control.fsalias(args.alias, args.fstype))
 
 
-def viewname_main(argv=None):
+def viewname_parser():
     p = _control_parser("viewname", "Show the view's name, or set it to NAME.")
     p.add_argument("-p", "--print", action="store_true", help="print the name (after setting it, with NAME)")
     p.add_argument("-q", "--quiet", action="store_true", help="no message outside a view (the status says it)")
     p.add_argument("name", metavar="NAME", nargs="?")
+    return p
+
+
+def viewname_main(argv=None):
+    p = viewname_parser()
     args = p.parse_args(argv)
 
     def act():
@@ -192,10 +232,7 @@ VIEW_FIELDS = (("U", "serverid", "the monitor's id (its pid)"), ("V", "viewid", 
                ("N", "viewname", "the view's name"))
 
 
-def vuname_main(argv=None):
-    """uname, plus the view: outside a view it is uname."""
-    import subprocess  # lazy: only um_attach's re-exec needs it
-
+def vuname_parser():
     p = _control_parser("vuname", "Print system information as uname(1) does, and which view "
                         "this is: -U server id, -V view id, -N view name. Outside a view, uname.")
     p.add_argument("-a", "--all", action="store_true", help="all of the below (the view's fields in a view)")
@@ -203,6 +240,14 @@ def vuname_main(argv=None):
         p.add_argument(f"-{short}", f"--{long}", action="store_true", dest=short, help=f"as uname -{short}")
     for short, long, what in VIEW_FIELDS:
         p.add_argument(f"-{short}", f"--{long}", action="store_true", dest=short, help=what)
+    return p
+
+
+def vuname_main(argv=None):
+    """uname, plus the view: outside a view it is uname."""
+    import subprocess  # lazy: only um_attach's re-exec needs it
+
+    p = vuname_parser()
     args = p.parse_args(argv)
     std = [f"-{s}" for s, _ in UNAME_FIELDS if getattr(args, s)]
     if args.all:
@@ -229,3 +274,11 @@ def vuname_main(argv=None):
     out += [str(values[s]) for s in view]
     print(" ".join(out))
     return 0
+
+
+
+#: the parser of each command of this module, by its name (man pages and completion: umview/manuals.py)
+PARSERS = {"vumount": vumount_parser, "vuumount": vuumount_parser, "um_add_service": um_add_service_parser,
+           "um_del_service": um_del_service_parser, "um_ls_service": um_ls_service_parser,
+           "um_fsalias": um_fsalias_parser, "um_attach": um_attach_parser, "viewname": viewname_parser,
+           "vuname": vuname_parser}

@@ -11,8 +11,9 @@ PACKAGES = {"umview": "umview", "umview.arch": "arch", "umview.syscalls": "sysca
 PRIMITIVES = {"umview", "umview.core", "umview.engine", "umview.pathwalk", "umview.fdpass",
               "umview.control"}
 # the one place that wires modules in, and the front ends that call it: the
-# command line, and the pytest plugin that runs it
-ASSEMBLY = {"umview.assembly", "umview.cli", "umview.pytest_plugin"}
+# command line, the pytest plugin that runs it, and the man pages and
+# completion made from the command line's parsers
+ASSEMBLY = {"umview.assembly", "umview.cli", "umview.pytest_plugin", "umview.manuals"}
 
 
 def sources():
