@@ -108,8 +108,9 @@ def build_parser():
                    "--sandbox --keep-layer DIR sees what this one changed")
     p.add_argument("--sandbox-keep", metavar="DIR", action="append", default=[],
                    help="with --sandbox: DIR, under /tmp, stays visible in the sandbox (copy-on-write, as "
-                   "the rest of /) although the sandbox's /tmp is its own; repeat for more (the current "
-                   "directory always does: a virtualenv or a project under /tmp)")
+                   "the rest of /) although the sandbox's /tmp is its own; repeat for more (those the "
+                   "command names always do: the current directory, the program's and its interpreter's, "
+                   "the paths its arguments name, -r's tree)")
     p.add_argument("--report", metavar="FILE",
                    help="with --sandbox: when COMMAND ends, write what it changed in the layer (created, "
                    "modified, deleted, renamed) as JSON to FILE ('-': stdout) and a summary on stderr; "
@@ -673,8 +674,9 @@ def main(argv=None):
     commands_on_path(os.environ)
     sandbox = None
     if args.sandbox:
+        keep = sandbox_needs(args.command[1:] if args.command[:1] == ["--"] else args.command, args.rootfs)
         try:
-            sandbox = Sandbox(args.sandbox, args.keep_layer, args.sandbox_keep)
+            sandbox = Sandbox(args.sandbox, args.keep_layer, args.sandbox_keep + keep)
         except OSError as exc:
             print(f"umview: --sandbox: {exc.filename}: {exc.strerror}", file=sys.stderr)
             return 2
@@ -698,6 +700,58 @@ def main(argv=None):
     from umview.monitor import die_like
 
     die_like(result[1])
+
+
+# what a sandbox makes its own, hiding the real one, and the characters a
+# kept path cannot have (a viewfs spec's separators)
+PRIVATE_DIRS = ("/tmp", "/dev/shm")
+SPEC_SEPARATORS = ":;,"
+
+
+def sandbox_needs(command, rootfs=None):
+    """The directories under /tmp a sandbox keeps (copy-on-write, as
+    --sandbox-keep) because the command needs them: its program's, its #!
+    interpreter's (a venv's bin/pytest needs the venv), those of the paths
+    its arguments name, -r's tree; each the whole directory below /tmp it
+    lies in (/tmp/venv, /tmp/project: what is beside a file is often needed
+    too, and a lookup needs its directories). A path a sandbox hides all the
+    same gets a line on stderr that says so."""
+    import shutil  # lazy: only with --sandbox
+
+    found = []
+    program = shutil.which(command[0]) if command else None
+    if program:
+        program = os.path.abspath(program)
+        found.append(program)
+        try:
+            with open(program, "rb") as f:
+                head = f.read(256)
+        except OSError:
+            head = b""
+        if head.startswith(b"#!") and head[2:].split():
+            found.append(os.fsdecode(head[2:].split()[0]))
+    for arg in command[1:]:
+        for text in dict.fromkeys((arg, arg.partition("=")[2])):  # --opt=PATH too
+            if text and os.path.lexists(text):
+                found.append(os.path.abspath(text))
+    if rootfs:
+        found.append(os.path.abspath(rootfs))
+    keep = []
+    for path in found:
+        for p in dict.fromkeys((path, os.path.realpath(path))):
+            private = next((d for d in PRIVATE_DIRS if p.startswith(d + "/")), None)
+            if private is None:
+                continue
+            if private == "/tmp":
+                p = "/tmp/" + p[len("/tmp/"):].split("/")[0]
+            if private == "/tmp" and not any(c in p for c in SPEC_SEPARATORS):
+                keep.append(p)
+            else:
+                why = (f"its name has one of {SPEC_SEPARATORS!r}" if private == "/tmp"
+                       else "the sandbox's /dev/shm is its own")
+                print(f"umview: --sandbox hides {p} from the command ({why}): move it out of {private}",
+                      file=sys.stderr)
+    return list(dict.fromkeys(keep))
 
 
 def rootfs_specs(args):

@@ -186,6 +186,61 @@ def test_a_sandbox_started_in_a_directory_under_tmp_still_finds_it_copy_on_write
 
 
 @pytest.mark.parametrize("user", USERS)
+def test_a_sandbox_shows_the_command_what_it_names_under_tmp(user):
+    # a program and its #! interpreter in a tree under /tmp (a venv's
+    # bin/pytest), a file an argument names, a -r tree there: the private
+    # /tmp hid them ("command not found", ENOENT); each stays, copy-on-write
+    need_user(user)
+    d = tempfile.mkdtemp(prefix="umview-sandbox-named-", dir="/tmp")
+    data = tempfile.mkdtemp(prefix="umview-sandbox-data-", dir="/tmp")
+    try:
+        for x in (d, data):
+            os.chmod(x, 0o755)
+        os.makedirs(os.path.join(d, "bin"))
+        os.makedirs(os.path.join(d, "lib"))
+        os.symlink("/bin/sh", os.path.join(d, "bin", "interp"))
+        with open(os.path.join(d, "lib", "greeting"), "w") as f:
+            f.write("hello from the tree\n")
+        prog = os.path.join(d, "bin", "prog")
+        with open(prog, "w") as f:
+            f.write(f"#!{d}/bin/interp\ncat {d}/lib/greeting \"$1\"\necho changed > \"$1\"\n")
+        os.chmod(prog, 0o755)
+        with open(os.path.join(data, "file"), "w") as f:
+            f.write("the data\n")
+        os.chmod(os.path.join(data, "file"), 0o666)
+        argv = [prog, os.path.join(data, "file")]
+        native_out = b"hello from the tree\nthe data\n"
+        assert subprocess.run(["cat", os.path.join(d, "lib", "greeting"), argv[1]],
+                              capture_output=True).stdout == native_out
+        r = subprocess.run(umview_for(user, "--sandbox", "--", *argv), capture_output=True, timeout=60,
+                           cwd="/")
+        assert (r.returncode, r.stdout) == (0, native_out), r.stderr
+        assert open(argv[1]).read() == "the data\n"  # written in the layer only
+        # -r's tree under /tmp
+        os.makedirs(os.path.join(data, "tree", "etc"))
+        with open(os.path.join(data, "tree", "marker"), "w") as f:
+            f.write("in the tree\n")
+        r = subprocess.run(umview_for(user, "-r", os.path.join(data, "tree"), "--host-paths",
+                                      "/usr:/lib:/lib64:/bin:/proc:/dev", "--sandbox", "--", "cat", "/marker"),
+                           capture_output=True, timeout=60, cwd="/")
+        assert (r.returncode, r.stdout) == (0, b"in the tree\n"), r.stderr
+    finally:
+        shutil.rmtree(d)
+        shutil.rmtree(data)
+
+
+def test_a_path_the_sandbox_hides_all_the_same_is_named():
+    need_user("root")
+    shm = tempfile.mkdtemp(prefix="umview-test-", dir="/dev/shm")
+    try:
+        r = subprocess.run(umview_for("root", "--sandbox", "--", "ls", shm), capture_output=True, timeout=60)
+        assert r.returncode != 0
+        assert f"umview: --sandbox hides {shm} from the command".encode() in r.stderr, r.stderr
+    finally:
+        shutil.rmtree(shm)
+
+
+@pytest.mark.parametrize("user", USERS)
 def test_a_daemon_left_by_the_command_ends_with_the_sandbox(user):
     """A double-forked daemon stays in the view (traced) and gets SIGTERM,
     then SIGKILL, when the command ends: the sandbox does not wait for it
