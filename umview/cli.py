@@ -24,7 +24,7 @@ examples:
   umview --sandbox net --keep-layer L -- pip install .   keep the changes in L
   umview --sandbox --report r.json -- make install   and what it changed (JSON; a summary on stderr)
   umview-layer diff L; umview-layer apply L   show a kept layer's changes, or make them real
-  umview --sandbox=ro -- CMD  writes anywhere but /tmp fail with EROFS; no network
+  umview --sandbox=ro -- make test   writes but in /tmp and . (copy-on-write) fail: EROFS
   umview -r ~/debian -- bash  a distribution's root tree as /, for any user (as proot -R)
   umview -0 -- tar xf a.tar   a fake root: the archive's owners are kept and shown (not real)
   umview -0 --sandbox -- dpkg -i pkg.deb    install a package as fake root; the system stays
@@ -102,7 +102,8 @@ def build_parser():
     p.add_argument("--sandbox", nargs="?", const="default", choices=SANDBOX_PRESETS, metavar="PRESET",
                    help="run COMMAND in a sandbox: a copy-on-write view of / in a fresh layer (thrown away "
                    "at the end), a private /tmp and /dev/shm, no network; PRESET net keeps the host's network, ro "
-                   "makes writes outside /tmp fail with EROFS instead (no layer). -p modules are added on top")
+                   "makes writes outside /tmp and the current directory (copy-on-write there, thrown away) fail with "
+                   "EROFS instead. -p modules are added on top")
     p.add_argument("--keep-layer", metavar="DIR",
                    help="with --sandbox: the layer is DIR (made if missing) and is kept; a later "
                    "--sandbox --keep-layer DIR sees what this one changed")
@@ -491,18 +492,26 @@ class Sandbox:
         if landlock.abi() < 6:
             guard[1]["outside"] = "signals" if self.preset == "net" else "signals:abstract"
 
+        try:
+            cwd = os.path.realpath(os.getcwd())
+        except OSError:
+            cwd = "/"
         if self.preset == "ro":
             specs = [guard, ("viewfs", {"mount": "/:/:ro", **own})]
+            if cwd != "/" and own and not any(c in cwd for c in SPEC_SEPARATORS):
+                # read-only but where the command works: the directory it
+                # starts in is copy-on-write (make test builds its objects;
+                # thrown away). Its layer is real to the ro mount, and the
+                # mount is older than /tmp's, which would hide the layer
+                layer = os.path.join(self.dir, "cwd-layer")
+                specs[1][1]["except"] += f":{layer}"
+                specs.append(("viewfs", {"mount": f"{layer}:{cwd}:cow"}))
         else:
             specs = [guard, ("viewfs", {"mount": f"{self.layer}:/:cow", **own})]
         # /dev/shm before /tmp: its source lies in $TMPDIR, which the next
         # mount hides
         specs.append(("viewfs", {"mount": f"{self.shm}:/dev/shm"}))
         tmp = {"mount": f"{self.tmp}:/tmp"}
-        try:
-            cwd = os.path.realpath(os.getcwd())
-        except OSError:
-            cwd = "/"
         # the directory the sandbox starts in stays (copy-on-write): a
         # command run from a project under /tmp finds it; so do --sandbox-keep's
         keep = [d for d in dict.fromkeys([cwd, *self.keep])

@@ -404,6 +404,35 @@ def test_a_read_only_sandbox_refuses_writes_with_erofs_but_tmp_stays_writable(vi
     assert b"Address family not supported" in net.stderr
 
 
+@pytest.mark.parametrize("user", USERS)
+def test_a_read_only_sandbox_lets_make_test_build_in_its_directory(victim, user):
+    # the README's `--sandbox=ro -- make test`: the project's own directory
+    # was read-only too, so the build could not write its objects; it is now
+    # copy-on-write (thrown away), the rest of the system stays read-only
+    need_user(user)
+    makefile = "test:\n\techo built > out.o\n\tcat out.o\n\techo x > ../outside || true\n"
+    for where in ("native", "view"):
+        d = os.path.join(victim, where, "project")
+        os.makedirs(d)
+        with open(os.path.join(d, "Makefile"), "w") as f:
+            f.write(makefile)
+        if user == "nobody":
+            for x in (os.path.dirname(d), d):
+                os.chown(x, NOBODY, NOBODY)
+        argv = ["make", "-s", "test"]
+        if where == "view":
+            argv = umview_for(user, "--sandbox=ro", "--", *argv)
+        r = subprocess.run(as_user(user, argv) if where == "native" else argv, capture_output=True, cwd=d,
+                           timeout=120)
+        assert r.returncode == 0 and r.stdout == b"built\n", r.stderr
+        if where == "native":
+            assert sorted(os.listdir(d)) == ["Makefile", "out.o"]  # natively it writes there
+        else:
+            assert sorted(os.listdir(d)) == ["Makefile"]
+            assert b"Read-only file system" in r.stderr  # ../outside
+            assert not os.path.exists(os.path.join(victim, "view", "outside"))
+
+
 def test_a_viewfs_ro_mount_shows_its_source_and_refuses_writes(victim):
     need_user("root")
     src, target = os.path.join(victim, "src"), os.path.join(victim, "mnt")
