@@ -27,6 +27,14 @@ MARKER_VAR = "UMVIEW_TEST_MARKER"
 MARKER = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
 os.environ[MARKER_VAR] = MARKER
 
+# A view's PATH gets the directory of umview's commands when it lacks it
+# (umview.cli.commands_on_path): the suite's PATH has it already, so that a
+# view's environment is the test's byte for byte (a differential test of
+# gdb compares stack addresses, which the environment's size moves)
+_BIN = os.path.dirname(sys.executable)
+if shutil.which("um_add_service") is None and os.access(os.path.join(_BIN, "um_add_service"), os.X_OK):
+    os.environ["PATH"] = os.environ.get("PATH", os.defpath) + os.pathsep + _BIN
+
 
 def umview_argv(*opts):
     """argv prefix that runs umview from the installed package."""
