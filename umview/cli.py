@@ -295,7 +295,10 @@ def nested_main(args, command, sandbox=None):
         print(f"umview: {control.NOT_IN_VIEW}", file=sys.stderr)
         return 1
     except OSError as exc:
-        print(f"umview: {exc.strerror}", file=sys.stderr)
+        # a request the monitor could not make (a module or engine that does
+        # not load): as at top level, where the help is follows
+        help_ = f"\n{TRY_HELP}" if exc.errno == errno.EINVAL else ""
+        print(f"umview: {exc.strerror}{help_}", file=sys.stderr)
         return 2
     for f in keep:
         f.close()

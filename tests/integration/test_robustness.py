@@ -209,6 +209,8 @@ def on(sig, frame):
     os._exit(0)
 for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     signal.signal(s, on)
+# whatever the runner blocked (a mask is inherited; a handler does not unblock)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 for own_session in (False, True):
     if os.fork() == 0:
         if own_session:
