@@ -1282,7 +1282,7 @@ class LayeredMount(RedirectMount):
         """Does the directory node show exactly what its upper directory
         holds? Where the lower layer has no such directory, or hides it (an
         opaque directory, or one below it), and no whiteout lies in it (a
-        layer made before 2026-12-05 kept some below opaque directories)."""
+        layer made before 2026-12-04 kept some below opaque directories)."""
         if node.upper is None or not stat.S_ISDIR(node.upper.st_mode) or not node.rel:
             return False
         if not longpath.lexists(self.layers.low(node.rel)):
