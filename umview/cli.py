@@ -107,6 +107,9 @@ def build_parser():
     p.add_argument("--keep-layer", metavar="DIR",
                    help="with --sandbox: the layer is DIR (made if missing) and is kept; a later "
                    "--sandbox --keep-layer DIR sees what this one changed")
+    p.add_argument("--sandbox-write", metavar="DIR", action="append", default=[],
+                   help="with --sandbox: writes in DIR reach the real DIR (not thrown away), where the rest of "
+                   "the sandbox is copy-on-write or read-only; repeat for more")
     p.add_argument("--sandbox-keep", metavar="DIR", action="append", default=[],
                    help="with --sandbox: DIR, under /tmp, stays visible in the sandbox (copy-on-write, as "
                    "the rest of /) although the sandbox's /tmp is its own; repeat for more (those the "
@@ -345,7 +348,8 @@ def nested_sandbox(args, command):
         print(refused, file=sys.stderr)
         return 2
     try:
-        sandbox = Sandbox(args.sandbox, args.keep_layer, args.sandbox_keep)
+        sandbox = Sandbox(args.sandbox, args.keep_layer, args.sandbox_keep + sandbox_needs(command, args.rootfs),
+                          args.sandbox_write)
     except OSError as exc:
         print(f"umview: --sandbox: {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 2
@@ -443,7 +447,7 @@ class Sandbox:
     removed when the view ends. The layer's files are the user's (a cow
     view copies up as the user; docs/modules.md, viewfs)."""
 
-    def __init__(self, preset, keep_layer=None, keep=()):
+    def __init__(self, preset, keep_layer=None, keep=(), write=()):
         import tempfile
 
         from umview import janitor
@@ -451,6 +455,8 @@ class Sandbox:
         self.preset = preset
         self.bounds = None  # what Landlock bounds, in words (Sandbox.landlock)
         self.keep = [os.path.realpath(k) for k in keep]
+        #: --sandbox-write's: real, and writable, whatever the preset
+        self.write = [os.path.realpath(w) for w in write]
         # real paths: the engines rewrite to them, Landlock and
         # Call.run_anchored rely on them having no symlink
         self.dir = os.path.realpath(tempfile.mkdtemp(prefix=f"umview-sandbox-{os.getpid()}-"))
@@ -485,7 +491,8 @@ class Sandbox:
         elsewhere, are out of the view's reach when they lie in /tmp)."""
         # the private /tmp is a real directory: its files do not land in the
         # layer (nor fail under ro)
-        own = {"except": f"{self.tmp}:{self.shm}"} if ":" not in self.dir and "," not in self.dir else {}
+        own = {"except": ":".join([self.tmp, self.shm, *self.write])} \
+            if ":" not in self.dir and "," not in self.dir else {}
         # the guard first: the oldest engine, it refuses what no module served;
         # on a kernel without Landlock's scopes (before 6.12) it keeps the
         # sandbox's signals and abstract connections inside itself
@@ -501,7 +508,8 @@ class Sandbox:
             cwd = "/"
         if self.preset == "ro":
             specs = [guard, ("viewfs", {"mount": "/:/:ro", **own})]
-            if cwd != "/" and own and not any(c in cwd for c in SPEC_SEPARATORS):
+            written = any(cwd == w or cwd.startswith(w.rstrip("/") + "/") for w in self.write)
+            if cwd != "/" and own and not written and not any(c in cwd for c in SPEC_SEPARATORS):
                 # read-only but where the command works: the directory it
                 # starts in is copy-on-write (make test builds its objects;
                 # thrown away). Its layer is real to the ro mount, and the
@@ -517,7 +525,7 @@ class Sandbox:
         tmp = {"mount": f"{self.tmp}:/tmp"}
         # the directory the sandbox starts in stays (copy-on-write): a
         # command run from a project under /tmp finds it; so do --sandbox-keep's
-        keep = [d for d in dict.fromkeys([cwd, *self.keep])
+        keep = [d for d in dict.fromkeys([cwd, *self.keep, *self.write])
                 if d.startswith("/tmp/") and not any(c in d for c in ":;,")]
         if keep:
             tmp["except"] = ":".join(keep)
@@ -556,6 +564,8 @@ class Sandbox:
         self.bounds = landlock.describe(version, ruleset.scoped)
         try:
             ruleset.allow(self.dir, landlock.TREE_WRITES)
+            for w in self.write:
+                ruleset.allow(w, landlock.TREE_WRITES)  # --sandbox-write's, real
             if self.preset != "ro" and not self.layer.startswith(self.dir + "/"):
                 ruleset.allow(self.layer, landlock.TREE_WRITES)  # --keep-layer's (made already)
             for d in ("/dev", "/proc"):
@@ -646,6 +656,15 @@ def main(argv=None):
         parser.error("--report goes with --sandbox (for a layer of your own: umview-layer diff LAYER)")
     if args.sandbox == "ro" and (args.keep_layer or args.report):
         parser.error("--sandbox=ro has no layer: --keep-layer and --report go with the other presets")
+    if args.sandbox_write and not args.sandbox:
+        parser.error("--sandbox-write goes with --sandbox")
+    for w in args.sandbox_write:
+        if not os.path.isdir(w):
+            parser.error(f"--sandbox-write {w}: not a directory")
+        if os.path.realpath(w) == "/":
+            parser.error(f"--sandbox-write {w}: that is the whole system (leave --sandbox out)")
+        if any(c in os.path.realpath(w) for c in SPEC_SEPARATORS):
+            parser.error(f"--sandbox-write {w}: a path with one of {SPEC_SEPARATORS!r} cannot be given")
     if args.keep_layer:
         why = _not_a_layer_dir(args.keep_layer)
         if why:
@@ -688,7 +707,7 @@ def main(argv=None):
     if args.sandbox:
         keep = sandbox_needs(args.command[1:] if args.command[:1] == ["--"] else args.command, args.rootfs)
         try:
-            sandbox = Sandbox(args.sandbox, args.keep_layer, args.sandbox_keep + keep)
+            sandbox = Sandbox(args.sandbox, args.keep_layer, args.sandbox_keep + keep, args.sandbox_write)
         except OSError as exc:
             print(f"umview: --sandbox: {exc.filename}: {exc.strerror}", file=sys.stderr)
             return 2

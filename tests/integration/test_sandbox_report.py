@@ -433,6 +433,37 @@ def test_a_read_only_sandbox_lets_make_test_build_in_its_directory(victim, user)
             assert not os.path.exists(os.path.join(victim, "view", "outside"))
 
 
+@pytest.mark.parametrize("preset", ["ro", "default"])
+@pytest.mark.parametrize("user", USERS)
+def test_sandbox_write_names_a_directory_written_for_real(victim, user, preset):
+    # "real if the user says so": the build's results land in out/, for
+    # real; the project's directory stays copy-on-write (ro) or as the rest
+    need_user(user)
+    proj, out = os.path.join(victim, "proj"), os.path.join(victim, "out")
+    for d in (proj, out):
+        os.makedirs(d)
+        if user == "nobody":
+            os.chown(d, NOBODY, NOBODY)
+    with open(os.path.join(proj, "Makefile"), "w") as f:
+        f.write(f"all:\n\techo built > obj.o\n\techo result > {out}/result\n")
+    opts = ["--sandbox=ro" if preset == "ro" else "--sandbox", "--sandbox-write", out]
+    r = subprocess.run(umview_for(user, *opts, "--", "make", "-s"), capture_output=True, cwd=proj, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert open(os.path.join(out, "result")).read() == "result\n"
+    assert os.listdir(proj) == ["Makefile"]
+    if user == "nobody":
+        assert os.stat(os.path.join(out, "result")).st_uid == NOBODY
+
+
+def test_sandbox_write_says_what_it_wants():
+    need_user("root")
+    for opts, msg in ((["--sandbox-write", "/var"], b"--sandbox-write goes with --sandbox"),
+                      (["--sandbox", "--sandbox-write", "/nonexistent-dir"], b"not a directory"),
+                      (["--sandbox", "--sandbox-write", "/"], b"the whole system")):
+        r = subprocess.run(umview_for("root", *opts, "--", "true"), capture_output=True, timeout=60)
+        assert r.returncode == 2 and msg in r.stderr, r.stderr
+
+
 def test_a_viewfs_ro_mount_shows_its_source_and_refuses_writes(victim):
     need_user("root")
     src, target = os.path.join(victim, "src"), os.path.join(victim, "mnt")
