@@ -348,7 +348,8 @@ def nested_sandbox(args, command):
         print(refused, file=sys.stderr)
         return 2
     try:
-        sandbox = Sandbox(args.sandbox, args.keep_layer, args.sandbox_keep + sandbox_needs(command, args.rootfs),
+        named = args.command[1:] if args.command[:1] == ["--"] else args.command  # before the rc files
+        sandbox = Sandbox(args.sandbox, args.keep_layer, args.sandbox_keep + sandbox_needs(named, args.rootfs),
                           args.sandbox_write)
     except OSError as exc:
         print(f"umview: --sandbox: {exc.filename}: {exc.strerror}", file=sys.stderr)
