@@ -625,7 +625,9 @@ def commands_dir():
     (a venv, pip --user). None if none has them."""
     import sysconfig  # lazy: for the view's PATH only
 
-    candidates = [os.path.dirname(os.path.abspath(sys.argv[0])), sysconfig.get_path("scripts")]
+    # the umview script's own directory (not python -c's cwd)
+    script = [os.path.dirname(os.path.abspath(sys.argv[0]))] if os.path.basename(sys.argv[0]) == "umview" else []
+    candidates = [*script, sysconfig.get_path("scripts")]
     user = f"{os.name}_user"
     if user in sysconfig.get_scheme_names():
         candidates.append(sysconfig.get_path("scripts", user))
