@@ -29,6 +29,7 @@ as a normal user, /dev/fuse opened in the view is opened by the helper, in
 its user namespace, which the kernel requires of a connection mounted there.
 """
 import errno
+import functools
 import logging
 import os
 import re
@@ -131,9 +132,24 @@ def loop_backing_file(path):
     return backing if backing.startswith(b"/") and os.path.exists(backing) else None
 
 
+@functools.lru_cache(None)
+def _libfuse2(server):
+    """Is server linked with libfuse 2? It refuses a mount point that is not
+    empty unless told "nonempty"; the kernel's mount(2) takes any directory
+    (libfuse 3 dropped the check)."""
+    path = shutil.which(server)
+    try:
+        with open(path, "rb") as f:
+            return b"libfuse.so.2\0" in f.read()
+    except (OSError, TypeError):
+        return False
+
+
 def server_argv(server, source, target, options, readonly):
     """The command line that runs server in the foreground on target."""
     opts = [o for o in options if o not in ("rw", "ro", "defaults")]
+    if _libfuse2(server) and "nonempty" not in opts:
+        opts.append("nonempty")  # a mount over a directory with files in it, as the kernel's
     pre = []
     if server == "fuseiso":
         # no ~/.mtab.fuseiso (the home of the passwd entry, not $HOME): a

@@ -709,3 +709,23 @@ def test_iso_mount_writes_nothing_in_the_users_home(world, user):
     assert r.returncode == 0, r.stderr
     assert r.stdout == b"hello from the image\n"
     assert state() == before
+
+
+def test_an_image_mounts_over_a_directory_with_files_as_mount_does(tmp_path):
+    # mount(2) takes a directory that has files and hides them while
+    # mounted; a libfuse 2 server (fuse2fs, fuse-zip, archivemount, fuseiso,
+    # fusefat) refused one ("mountpoint is not empty"), so the README's
+    # `-p fs,mount=disk.img:/mnt` failed where /mnt held anything
+    need_user("root")
+    need("mkfs.ext4", "fuse2fs")
+    src, mnt = tmp_path / "src", tmp_path / "mnt"
+    src.mkdir()
+    (src / "in-the-image").write_text("image\n")
+    mnt.mkdir()
+    (mnt / "under-the-mount").write_text("hidden\n")
+    img = tmp_path / "d.img"
+    run(["mkfs.ext4", "-q", "-O", "^has_journal", "-d", str(src), str(img), "8M"])
+    r = run(umview_for("root", "-p", f"fs,mount={img}:{mnt}", "--", "ls", str(mnt)))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().split() == ["in-the-image", "lost+found"]
+    assert sorted(os.listdir(mnt)) == ["under-the-mount"]  # there again after the view

@@ -5,8 +5,23 @@ import os
 
 import pytest
 
+from umview.modules import fs as fs_module
 from umview.modules.fs import Fs, detect_type, server_argv, view_table
 from umview.modules.fs.helper import userns_hint
+
+
+@pytest.fixture(autouse=True)
+def libfuse3_servers(monkeypatch):
+    """The command lines below are a libfuse 3 server's, whatever this
+    machine's servers are linked with (see the nonempty test)."""
+    monkeypatch.setattr(fs_module, "_libfuse2", lambda server: False)
+
+
+def test_a_libfuse2_server_may_mount_over_a_directory_with_files(monkeypatch):
+    # libfuse 2 refuses a mount point that is not empty; mount(2) does not
+    monkeypatch.setattr(fs_module, "_libfuse2", lambda server: server == "fuse2fs")
+    assert server_argv("fuse2fs", "/i.img", "/mnt", [], False)[-1] == "nonempty,default_permissions,fakeroot"
+    assert server_argv("squashfuse", "/i.img", "/mnt", [], False) == ["squashfuse", "/i.img", "/mnt", "-f"]
 
 
 def _image(tmp_path, name, at, data, size=40 * 1024):
