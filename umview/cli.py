@@ -527,7 +527,7 @@ class Sandbox:
         # the directory the sandbox starts in stays (copy-on-write): a
         # command run from a project under /tmp finds it; so do --sandbox-keep's
         keep = [d for d in dict.fromkeys([cwd, *self.keep, *self.write])
-                if d.startswith("/tmp/") and not any(c in d for c in ":;,")]
+                if d.startswith("/tmp/") and not any(c in d for c in SPEC_SEPARATORS)]
         if keep:
             tmp["except"] = ":".join(keep)
         specs.append(("viewfs", tmp))

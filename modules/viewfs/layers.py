@@ -1271,14 +1271,14 @@ class LayeredMount(RedirectMount):
         elif node.upper is not None and node.is_dir and (want_dir or call.name in DIR_FD_CALLS):
             # a directory only the upper layer has is its own listing (and a
             # faithful cwd); a merged or opaque one needs a listing directory
-            real = self.layers.up(rel) if self._upper_only(node) else self.listings.get(self.layers, rel)
+            real = self.layers.up(rel) if self._shows_as_upper(node) else self.listings.get(self.layers, rel)
         elif not rel and node.lower is not None:
             real = self.layers.low(rel)  # the mount point's own attributes are the lower's
         elif raw.endswith(b"/") and not real.endswith(b"/"):
             real += b"/"
         self._set(call, index, real, raw)
 
-    def _upper_only(self, node):
+    def _shows_as_upper(self, node):
         """Does the directory node show exactly what its upper directory
         holds? Where the lower layer has no such directory, or hides it (an
         opaque directory, or one below it), and no whiteout lies in it (a
@@ -1299,7 +1299,7 @@ class LayeredMount(RedirectMount):
     def shows_same_names(self, rel, real):
         """Is real (a cwd) this mount's image of rel, all the way down? (See
         CwdTracker: relative paths without ".." then stay with the kernel.)"""
-        return real == self.layers.up(rel) and self._upper_only(self.layers.probe(rel)) and \
+        return real == self.layers.up(rel) and self._shows_as_upper(self.layers.probe(rel)) and \
             not any(e.startswith(_join(self.target, rel) + b"/") for e in self.exceptions)
 
     def virtual_of(self, real):
