@@ -40,7 +40,10 @@ static int term_grace = TERM_GRACE;
 
 int um_term_signal(void) { return term_sig; }
 
-static void signal_tracees(int sig)
+/* sig to every process this monitor traces but skip (the first process,
+ * which pass_signal sent it to already: a second one would run its handler
+ * twice, where a single kill(1) runs it once) */
+static void signal_tracees(int sig, pid_t skip)
 {
     DIR *d = opendir("/proc");
     if (!d)
@@ -49,7 +52,7 @@ static void signal_tracees(int sig)
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         pid_t pid = (pid_t)atoi(e->d_name);
-        if (pid > 0 && pid != me && status_field(pid, "TracerPid", 0) == me)
+        if (pid > 0 && pid != me && pid != skip && status_field(pid, "TracerPid", 0) == me)
             kill(pid, sig);
     }
     closedir(d);
@@ -58,7 +61,7 @@ static void signal_tracees(int sig)
 static void term_spread(union sigval v)
 {
     (void)v;
-    signal_tracees(term_sig);
+    signal_tracees(term_sig, first_pid);
 }
 
 static void term_deadline(union sigval v)
@@ -68,7 +71,7 @@ static void term_deadline(union sigval v)
                               "SIGHUP: its processes are killed\n";
     ssize_t w = write(2, msg, sizeof msg - 1);
     (void)w;
-    signal_tracees(SIGKILL);
+    signal_tracees(SIGKILL, 0);
     sleep(TERM_LAST);
     kill(getpid(), SIGKILL);
 }
