@@ -211,14 +211,20 @@ for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     signal.signal(s, on)
 # whatever the runner blocked (a mask is inherited; a handler does not unblock)
 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+# short sleeps: a Python handler runs between bytecodes, so a signal that
+# comes after the write of "ready" but before a long sleep starts would wait
+# for that sleep's end (natively too, in a narrower window)
+def wait():
+    for _ in range(3000):
+        time.sleep(0.1)
 for own_session in (False, True):
     if os.fork() == 0:
         if own_session:
             os.setsid()
-        time.sleep(300)
+        wait()
         os._exit(1)
 print("ready", flush=True)
-time.sleep(300)
+wait()
 """
 
 
