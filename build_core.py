@@ -1,18 +1,28 @@
 """cffi (API mode, out of line) build of umview's C core as umview._umcore.
 
 The sources are umview/csrc/*.c (one file per concern, sharing
-umview/csrc/internal.h); the declarations are umview/core.h itself, so the header is the single place
+umview/csrc/internal.h, and the syscall numbers of arch/ as
+build/gen/um_sysnums.h, written here by arch/cheader.py); the declarations are umview/core.h itself, so the header is the single place
 that says what C offers Python. setup.py hands `ffi` to setuptools through
 cffi_modules; `python3 build_core.py` builds in place for development.
 """
 import glob
 import os
 import re
+import sys
 
 from cffi import FFI
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(HERE, "umview")
+# the syscall numbers C uses, made from arch/ (arch/cheader.py)
+GEN = os.path.join(HERE, "build", "gen")
+sys.path.insert(0, HERE)
+try:
+    from arch import cheader
+finally:
+    sys.path.remove(HERE)
+cheader.write(GEN)
 
 
 def _cdef_text():
@@ -42,8 +52,9 @@ ffi.set_source(
     "umview._umcore",
     '#include <stdint.h>\n#include <stddef.h>\n#include <sys/user.h>\n#include "core.h"',
     sources=_relative(os.path.join(SRC, "csrc", "*.c")),
-    include_dirs=[SRC, os.path.join(SRC, "csrc")],
-    depends=_relative(os.path.join(SRC, "csrc", "*.h")) + _relative(os.path.join(SRC, "core.h")),
+    include_dirs=[SRC, os.path.join(SRC, "csrc"), GEN],
+    depends=_relative(os.path.join(SRC, "csrc", "*.h")) + _relative(os.path.join(SRC, "core.h")) +
+    _relative(os.path.join(GEN, "*.h")),
     extra_compile_args=["-O2", "-fvisibility=hidden", "-Wall", "-Wextra", "-Wno-unused-parameter"],
 )
 

@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 27
+#define UM_CORE_VERSION 28
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -312,22 +312,16 @@ int um_set_control_sc(int sc);
  * filter of the monitor traps, comes from a filter the process installed
  * itself (docs/internals.md, "A process's own seccomp filters"). */
 #define UM_SECCOMP_DATA 0x554d
-/* The numbers of seccomp(2) and prctl(2) on x86_64 (x32: with its bit) and on
- * i386: every filter of the monitor refuses a listener of the process's own
- * and stops the installation of its other filters, whatever tables Python
- * loaded (tests/unit/test_arch.py checks them against arch/). */
-#define UM_NR_SECCOMP_64 317
-#define UM_NR_SECCOMP_I386 354
-#define UM_NR_PRCTL_64 157
-#define UM_NR_PRCTL_I386 172
-/* clone(2) and clone3(2), likewise trapped in every filter: a child made
- * with CLONE_UNTRACED would not be traced (it would leave the view and
- * outlive the monitor), so the flag is taken off clone's flags; clone3
- * keeps its flags in memory the filter cannot read, so it fails with ENOSYS
- * and the C library falls back to clone. */
-#define UM_NR_CLONE_64 56
-#define UM_NR_CLONE_I386 120
-#define UM_NR_CLONE3 435
+/* seccomp(2) and prctl(2): every filter of the monitor refuses a listener of
+ * the process's own and stops the installation of its other filters,
+ * whatever tables Python loaded. clone(2) and clone3(2), likewise trapped in
+ * every filter: a child made with CLONE_UNTRACED would not be traced (it
+ * would leave the view and outlive the monitor), so the flag is taken off
+ * clone's flags; clone3 keeps its flags in memory the filter cannot read, so
+ * it fails with ENOSYS and the C library falls back to clone. Their numbers,
+ * as every syscall number C uses, come from arch/ (um_sysnums.h, made by
+ * arch/cheader.py); the digest of the tables the core was built from: */
+const char *um_sysnums_digest(void);
 #define UM_CLONE_UNTRACED 0x00800000
 void um_set_event_mask(int mask);
 void um_set_spin(int iterations);

@@ -9,7 +9,7 @@ import errno
 import functools
 import os
 
-_EXPECTED_VERSION = 27
+_EXPECTED_VERSION = 28
 
 try:
     from umview._umcore import ffi, lib

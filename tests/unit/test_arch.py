@@ -4,6 +4,7 @@
 import importlib
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 
@@ -24,6 +25,7 @@ except ImportError:  # not installed from here: load this tree's arch/ as a pack
     sys.modules[_spec.name] = arch
     _spec.loader.exec_module(arch)
 
+cheader = importlib.import_module(arch.__name__ + ".cheader")
 HEADERS = [f"/usr/include/x86_64-linux-gnu/asm/unistd_{s}.h" for s in ("64", "32", "x32")]
 X32_BIT = 0x40000000
 
@@ -66,18 +68,40 @@ def test_abi_constants():
     assert list(arch.NAMES) == sorted(set(arch.NAMES))
 
 
-def test_numbers_the_c_core_knows_match_the_tables():
-    """The C core's filters refuse a seccomp listener of the process's own,
-    and stop its other filters' installation, whatever tables Python loaded:
-    it knows those numbers itself."""
+def test_the_c_core_was_built_from_these_tables():
+    """Every syscall number C uses comes from arch/ (um_sysnums.h, made by
+    arch/cheader.py at build time): the core hands back the digest of the
+    tables it was built from."""
     core = pytest.importorskip("umview.core")
-    lib = core.lib
-    assert arch.X86_64.numbers["seccomp"] == lib.UM_NR_SECCOMP_64
-    assert arch.X32.numbers["seccomp"] == lib.UM_NR_SECCOMP_64 | X32_BIT
-    assert arch.I386.numbers["seccomp"] == lib.UM_NR_SECCOMP_I386
-    assert arch.X86_64.numbers["prctl"] == lib.UM_NR_PRCTL_64
-    assert arch.X32.numbers["prctl"] == lib.UM_NR_PRCTL_64 | X32_BIT
-    assert arch.I386.numbers["prctl"] == lib.UM_NR_PRCTL_I386
+    assert core.ffi.string(core.lib.um_sysnums_digest()).decode() == cheader.digest()
+
+
+def test_the_header_names_every_call_of_every_abi_with_its_number():
+    defines = dict(re.findall(r"^#define (UM_NR_\w+) (\w+)$", cheader.header(), re.M))
+    for abi in arch.ABIS:
+        for nr, name in abi.syscalls.items():
+            assert int(defines[cheader.PREFIX[abi.name] + name], 0) == nr
+    assert len(defines) == sum(len(abi.syscalls) for abi in arch.ABIS)
+
+
+CSRC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "umview", "csrc")
+
+
+def test_no_c_file_spells_out_a_syscall_number():
+    """A number written in C would be silently wrong on the next ABI: every
+    one is a UM_NR_<ABI>_<name> of um_sysnums.h. Caught here: a case label
+    that is a number, an {ABI, number} table row, an NR_ enum or define."""
+    spelled = re.compile(r"\bcase\s+\d+\s*:|\{\s*UM_ABI_\w+\s*,\s*\d+|\bNR_\w+\s*=\s*\d+"
+                         r"|#define\s+\w*(?:NR|SYS)_\w+\s+\d+")
+    found = []
+    for name in sorted(os.listdir(CSRC)) + ["../core.h"]:
+        if name.endswith((".c", ".h")):
+            with open(os.path.join(CSRC, name)) as f:
+                for n, line in enumerate(f, 1):
+                    # the control channel's number is umview's own, no kernel's
+                    if spelled.search(line) and "UM_NR_CONTROL" not in line:
+                        found.append(f"{name}:{n}: {line.strip()}")
+    assert not found, "\n".join(found)
 
 
 def test_abi_by_audit():
@@ -86,15 +110,3 @@ def test_abi_by_audit():
     assert arch.abi_by_audit(0xC000003E, 2**64 - 1) is arch.X86_64  # -1 as __u64
     assert arch.abi_by_audit(0x40000003, 5) is arch.I386
     assert arch.abi_by_audit(0xC00000B7, 56) is None  # aarch64: not modelled
-
-
-def test_the_core_knows_the_numbers_of_clone_and_clone3_on_every_abi():
-    """Every filter takes CLONE_UNTRACED off clone and refuses clone3 (core.h),
-    whatever tables Python loaded."""
-    core = pytest.importorskip("umview.core")
-    lib = core.lib
-    assert arch.X86_64.numbers["clone"] == lib.UM_NR_CLONE_64
-    assert arch.X32.numbers["clone"] == lib.UM_NR_CLONE_64 | X32_BIT
-    assert arch.I386.numbers["clone"] == lib.UM_NR_CLONE_I386
-    for abi, bias in ((arch.X86_64, 0), (arch.X32, X32_BIT), (arch.I386, 0)):
-        assert abi.numbers["clone3"] == lib.UM_NR_CLONE3 | bias

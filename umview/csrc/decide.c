@@ -1175,7 +1175,7 @@ int decide_call(pid_t tid, struct um_decide_in *in, int *read)
         *read = r;
     int d = um_decide(in);
     if (in->sc >= 0 && (claim[in->abi][in->sc] & UM_CLAIM_CREDS))
-        creds_changed(tid, (long)(in->nr & ~(uint64_t)X32_BIT) == SYS_landlock_restrict_self_);
+        creds_changed(tid, (long)(in->nr & ~(uint64_t)X32_BIT) == UM_NR_X86_64_landlock_restrict_self);
     if (in->sc >= 0 && in->sc < MAX_SC) {
         sc_trapped[in->sc]++;
         if (d == UM_DECIDE_PYTHON)

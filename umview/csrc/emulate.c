@@ -48,11 +48,7 @@
 static int serve_flags;
 void um_set_serve(int flags) { serve_flags = flags; }
 
-/* x86_64's numbers (served for that ABI only: the structures are the monitor's) */
-enum {
-    NR_OPEN = 2, NR_STAT = 4, NR_LSTAT = 6, NR_ACCESS = 21, NR_READLINK = 89, NR_OPENAT = 257,
-    NR_NEWFSTATAT = 262, NR_READLINKAT = 267, NR_FACCESSAT = 269, NR_STATX = 332, NR_FACCESSAT2 = 439,
-};
+/* x86_64's calls (served for that ABI only: the structures are the monitor's) */
 
 #define AT_SYMLINK_NOFOLLOW_ 0x100
 #define AT_EACCESS_ 0x200
@@ -321,15 +317,15 @@ static int serve(pid_t tid, const struct seccomp_notif *req, const struct um_dec
     int bufsiz = 0, mode = 0, aflags = 0, sflags = 0;
     unsigned smask = 0;
     switch (in->nr) {
-    case NR_STAT: buf = a[1]; break;
-    case NR_LSTAT: buf = a[1]; nofollow = 1; break;
-    case NR_NEWFSTATAT:
+    case UM_NR_X86_64_stat: buf = a[1]; break;
+    case UM_NR_X86_64_lstat: buf = a[1]; nofollow = 1; break;
+    case UM_NR_X86_64_newfstatat:
         if (a[3] & ~(uint64_t)(AT_SYMLINK_NOFOLLOW_ | AT_EMPTY_PATH_ | AT_NO_AUTOMOUNT_))
             return 0; /* EINVAL: the kernel's to say */
         buf = a[2];
         nofollow = (a[3] & AT_SYMLINK_NOFOLLOW_) != 0;
         break;
-    case NR_STATX:
+    case UM_NR_X86_64_statx:
         sflags = (int)a[2];
         smask = (unsigned)a[3];
         if ((unsigned)sflags & ~(unsigned)(AT_SYMLINK_NOFOLLOW_ | AT_EMPTY_PATH_ | AT_NO_AUTOMOUNT_ |
@@ -340,24 +336,24 @@ static int serve(pid_t tid, const struct seccomp_notif *req, const struct um_dec
         nofollow = (sflags & AT_SYMLINK_NOFOLLOW_) != 0;
         statx_call = 1;
         break;
-    case NR_READLINK: case NR_READLINKAT:
+    case UM_NR_X86_64_readlink: case UM_NR_X86_64_readlinkat:
         readlink_call = 1;
         nofollow = 1;
-        buf = in->nr == NR_READLINK ? a[1] : a[2];
-        bufsiz = (int)(in->nr == NR_READLINK ? a[2] : a[3]);
+        buf = in->nr == UM_NR_X86_64_readlink ? a[1] : a[2];
+        bufsiz = (int)(in->nr == UM_NR_X86_64_readlink ? a[2] : a[3]);
         break;
-    case NR_ACCESS: case NR_FACCESSAT: case NR_FACCESSAT2:
+    case UM_NR_X86_64_access: case UM_NR_X86_64_faccessat: case UM_NR_X86_64_faccessat2:
         access_call = 1;
-        mode = (int)(in->nr == NR_ACCESS ? a[1] : a[2]);
-        aflags = in->nr == NR_FACCESSAT2 ? (int)a[3] : 0;
+        mode = (int)(in->nr == UM_NR_X86_64_access ? a[1] : a[2]);
+        aflags = in->nr == UM_NR_X86_64_faccessat2 ? (int)a[3] : 0;
         if ((mode & ~7) || ((unsigned)aflags & ~(unsigned)(AT_EACCESS_ | AT_SYMLINK_NOFOLLOW_ | AT_EMPTY_PATH_)))
             return 0;
         nofollow = (aflags & AT_SYMLINK_NOFOLLOW_) != 0;
         break;
-    case NR_OPEN: case NR_OPENAT:
+    case UM_NR_X86_64_open: case UM_NR_X86_64_openat:
         if (!(serve_flags & UM_SERVE_OPEN) || thr(tid)->landlocked || landlock_reads)
             return 0;
-        flags = in->nr == NR_OPEN ? a[1] : a[2];
+        flags = in->nr == UM_NR_X86_64_open ? a[1] : a[2];
         flags &= 0xffffffffULL;
         if ((flags & (O_CREAT | O_TMPFILE_BIT | O_TRUNC)) || (flags & O_ACCMODE) != O_RDONLY)
             return 0; /* makes or changes a file: Python */

@@ -166,8 +166,8 @@ static void emit_clone_guard(struct bpf_buf *b, uint32_t nr_clone, uint32_t nr_c
 /* Is this a clone with CLONE_UNTRACED (what emit_clone_guard stops)? */
 int untraced_clone(int abi, uint64_t nr, const uint64_t *args)
 {
-    uint64_t bias = abi == UM_ABI_X32 ? (uint64_t)X32_BIT : 0;
-    return nr == (abi == UM_ABI_I386 ? UM_NR_CLONE_I386 : UM_NR_CLONE_64 | bias) &&
+    return nr == (uint64_t)(abi == UM_ABI_I386 ? UM_NR_I386_clone : abi == UM_ABI_X32 ? UM_NR_X32_clone
+                                                                                      : UM_NR_X86_64_clone) &&
            ((uint32_t)args[0] & UM_CLONE_UNTRACED);
 }
 
@@ -175,15 +175,14 @@ int untraced_clone(int abi, uint64_t nr, const uint64_t *args)
  * filter without a listener, 2 for prctl(PR_SET_SECCOMP), else 0. */
 int own_filter_call(int abi, uint64_t nr, const uint64_t *args)
 {
-    uint64_t bias = abi == UM_ABI_X32 ? (uint64_t)X32_BIT : 0;
-    int i386 = abi == UM_ABI_I386;
-    if (nr == (i386 ? UM_NR_SECCOMP_I386 : UM_NR_SECCOMP_64 | bias))
+    int i386 = abi == UM_ABI_I386, x32 = abi == UM_ABI_X32;
+    if (nr == (uint64_t)(i386 ? UM_NR_I386_seccomp : x32 ? UM_NR_X32_seccomp : UM_NR_X86_64_seccomp))
         return (uint32_t)args[0] == SECCOMP_SET_MODE_FILTER &&
                (!((uint32_t)args[1] & SECCOMP_FILTER_FLAG_NEW_LISTENER) || /* or one the kernel refuses */
                 ((uint32_t)args[1] & ~OWN_FILTER_FLAGS) ||                   /* by its flags (EINVAL): */
                 ((uint32_t)args[1] & (SECCOMP_FILTER_FLAG_TSYNC | OWN_TSYNC_ESRCH)) == /* as the filter */
                     SECCOMP_FILTER_FLAG_TSYNC);
-    if (nr == (i386 ? UM_NR_PRCTL_I386 : UM_NR_PRCTL_64 | bias))
+    if (nr == (uint64_t)(i386 ? UM_NR_I386_prctl : x32 ? UM_NR_X32_prctl : UM_NR_X86_64_prctl))
         return (uint32_t)args[0] == PR_SET_SECCOMP ? 2 : 0;
     return 0;
 }
@@ -212,16 +211,16 @@ static int build_filter_of(struct bpf_buf *b, unsigned char (*tab)[MAX_NR], uint
     emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, (uint32_t)X32_BIT, 0, 1));
     emit(b, (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, 0)); /* -> LX32 */
     emit_control(b, 0);
-    emit_own_filters(b, UM_NR_SECCOMP_64, UM_NR_PRCTL_64);
-    emit_clone_guard(b, UM_NR_CLONE_64, UM_NR_CLONE3);
+    emit_own_filters(b, UM_NR_X86_64_seccomp, UM_NR_X86_64_prctl);
+    emit_clone_guard(b, UM_NR_X86_64_clone, UM_NR_X86_64_clone3);
     emit_region_guard(b, UM_ABI_X86_64, 0, guard_ret);
     emit_search(b, UM_ABI_X86_64, nrs, tab[UM_ABI_X86_64], 0, collect(tab[UM_ABI_X86_64], nrs), 0);
 
     int lx32 = b->n;
     b->f[jx32 + 1].k = (uint32_t)(lx32 - (jx32 + 1) - 1);
     emit_control(b, (uint32_t)X32_BIT);
-    emit_own_filters(b, UM_NR_SECCOMP_64 | (uint32_t)X32_BIT, UM_NR_PRCTL_64 | (uint32_t)X32_BIT);
-    emit_clone_guard(b, UM_NR_CLONE_64 | (uint32_t)X32_BIT, UM_NR_CLONE3 | (uint32_t)X32_BIT);
+    emit_own_filters(b, UM_NR_X32_seccomp, UM_NR_X32_prctl);
+    emit_clone_guard(b, UM_NR_X32_clone, UM_NR_X32_clone3);
     emit_region_guard(b, UM_ABI_X32, (uint32_t)X32_BIT, guard_ret);
     emit_search(b, UM_ABI_X32, nrs, tab[UM_ABI_X32], 0, collect(tab[UM_ABI_X32], nrs), (uint32_t)X32_BIT);
 
@@ -229,8 +228,8 @@ static int build_filter_of(struct bpf_buf *b, unsigned char (*tab)[MAX_NR], uint
     b->f[j32 + 1].k = (uint32_t)(l32 - (j32 + 1) - 1);
     emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
     emit_control(b, 0);
-    emit_own_filters(b, UM_NR_SECCOMP_I386, UM_NR_PRCTL_I386);
-    emit_clone_guard(b, UM_NR_CLONE_I386, UM_NR_CLONE3);
+    emit_own_filters(b, UM_NR_I386_seccomp, UM_NR_I386_prctl);
+    emit_clone_guard(b, UM_NR_I386_clone, UM_NR_I386_clone3);
     emit_region_guard(b, UM_ABI_I386, 0, guard_ret);
     emit_search(b, UM_ABI_I386, nrs, tab[UM_ABI_I386], 0, collect(tab[UM_ABI_I386], nrs), 0);
     return b->overflow ? -E2BIG : 0;

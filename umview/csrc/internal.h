@@ -52,6 +52,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include "core.h"
+#include "um_sysnums.h" /* every syscall number C uses: arch/, by arch/cheader.py */
 
 /* Debian 12's headers predate these (Linux 6.16) */
 #ifndef PTRACE_GET_SYSCALL_INFO
@@ -62,9 +63,6 @@
 #define SECCOMP_IOCTL_NOTIF_SET_FLAGS _IOW('!', 4, uint64_t) /* Linux 6.6 */
 #endif
 #define UM_NOTIF_SYNC_WAKE_UP 1 /* SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP */
-#define SYS_pidfd_open_ 434
-#define SYS_pidfd_getfd_ 438
-#define SYS_landlock_restrict_self_ 446
 #define SI_ENTRY 1
 #define SI_EXIT 2
 #define SI_SECCOMP 3
@@ -297,6 +295,7 @@ void mm_child(pid_t child, pid_t parent, int shares);
 int mm_event_shares(pid_t tid);
 void mm_attached(pid_t tid, int threads);
 int mm_shared(pid_t tid);
+int changeable(pid_t tid, uint64_t addr, const void *data, size_t len);
 int region_refusal(pid_t tid, int abi, uint64_t nr, const uint64_t *args);
 int region_guarded(int abi, uint64_t nr, const uint64_t *args);
 void emit_region_guard(struct bpf_buf *b, int abi, uint32_t bias, uint32_t ret);

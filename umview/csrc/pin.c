@@ -162,7 +162,7 @@ int mm_event_shares(pid_t tid)
         nr &= ~X32_BIT;
     if (nr == (i386 ? 2 : 57)) /* fork */
         return 0;
-    if (nr == (i386 ? UM_NR_CLONE_I386 : UM_NR_CLONE_64))
+    if (nr == (i386 ? UM_NR_I386_clone : UM_NR_X86_64_clone))
         return ((i386 ? (uint32_t)r.rbx : (uint64_t)r.rdi) & 0x100 /* CLONE_VM */) != 0;
     return 1;
 }
@@ -230,24 +230,42 @@ int region_refusal(pid_t tid, int abi, uint64_t nr, const uint64_t *a)
         for (int i = 0; i < 6; i++)
             v[i] = (uint32_t)a[i];
         switch (nr) {
-        case 90: { /* old_mmap: its arguments in memory */
+        case UM_NR_I386_mmap: { /* old_mmap: its arguments in memory */
             uint32_t s[6];
             touches = um_read_mem(tid, v[0], s, sizeof s) != (int)sizeof s || mmap_touches(m, s[0], s[1], s[3]);
             break;
         }
-        case 192: touches = mmap_touches(m, v[0], v[1], v[3]); break;           /* mmap2 */
-        case 125: case 380: case 91: case 219: touches = overlaps(m, v[0], v[1]); break;
-        case 163: touches = overlaps(m, v[0], v[1]) || ((v[3] & MREMAP_FIXED_) && overlaps(m, v[4], v[2])); break;
-        case 397: touches = (v[2] & SHM_REMAP_) && v[1] < m->region + REGION_SIZE; break;
-        case 117: touches = (v[0] & 0xffff) == IPC_SHMAT_ && (v[2] & SHM_REMAP_) && v[4] < m->region + REGION_SIZE;
-                  break;
+        case UM_NR_I386_mmap2:
+            touches = mmap_touches(m, v[0], v[1], v[3]);
+            break;
+        case UM_NR_I386_mprotect: case UM_NR_I386_pkey_mprotect: case UM_NR_I386_munmap: case UM_NR_I386_madvise:
+            touches = overlaps(m, v[0], v[1]);
+            break;
+        case UM_NR_I386_mremap:
+            touches = overlaps(m, v[0], v[1]) || ((v[3] & MREMAP_FIXED_) && overlaps(m, v[4], v[2]));
+            break;
+        case UM_NR_I386_shmat:
+            touches = (v[2] & SHM_REMAP_) && v[1] < m->region + REGION_SIZE;
+            break;
+        case UM_NR_I386_ipc:
+            touches = (v[0] & 0xffff) == IPC_SHMAT_ && (v[2] & SHM_REMAP_) && v[4] < m->region + REGION_SIZE;
+            break;
         }
     } else {
         switch (nr & ~(uint64_t)X32_BIT) {
-        case 9: touches = mmap_touches(m, a[0], a[1], a[3]); break;
-        case 10: case 329: case 11: case 28: touches = overlaps(m, a[0], a[1]); break;
-        case 25: touches = overlaps(m, a[0], a[1]) || ((a[3] & MREMAP_FIXED_) && overlaps(m, a[4], a[2])); break;
-        case 30: touches = (a[2] & SHM_REMAP_) && a[1] < m->region + REGION_SIZE; break;
+        case UM_NR_X86_64_mmap:
+            touches = mmap_touches(m, a[0], a[1], a[3]);
+            break;
+        case UM_NR_X86_64_mprotect: case UM_NR_X86_64_pkey_mprotect: case UM_NR_X86_64_munmap:
+        case UM_NR_X86_64_madvise:
+            touches = overlaps(m, a[0], a[1]);
+            break;
+        case UM_NR_X86_64_mremap:
+            touches = overlaps(m, a[0], a[1]) || ((a[3] & MREMAP_FIXED_) && overlaps(m, a[4], a[2]));
+            break;
+        case UM_NR_X86_64_shmat:
+            touches = (a[2] & SHM_REMAP_) && a[1] < m->region + REGION_SIZE;
+            break;
         }
     }
     return touches ? -EPERM : 0;
@@ -256,12 +274,15 @@ int region_refusal(pid_t tid, int abi, uint64_t nr, const uint64_t *a)
 /* The calls the filter stops at a low address: per ABI, the number and up
  * to two address arguments (-1: none; both -1: every call of that number). */
 static const struct { int abi; long nr; signed char arg[2]; } guarded[] = {
-    {UM_ABI_X86_64, 9, {0, -1}}, {UM_ABI_X86_64, 10, {0, -1}}, {UM_ABI_X86_64, 11, {0, -1}},
-    {UM_ABI_X86_64, 25, {0, 4}}, {UM_ABI_X86_64, 28, {0, -1}}, {UM_ABI_X86_64, 30, {1, -1}},
-    {UM_ABI_X86_64, 329, {0, -1}},
-    {UM_ABI_I386, 90, {-1, -1}}, {UM_ABI_I386, 117, {-1, -1}}, {UM_ABI_I386, 192, {0, -1}},
-    {UM_ABI_I386, 125, {0, -1}}, {UM_ABI_I386, 91, {0, -1}}, {UM_ABI_I386, 163, {0, 4}},
-    {UM_ABI_I386, 219, {0, -1}}, {UM_ABI_I386, 397, {1, -1}}, {UM_ABI_I386, 380, {0, -1}},
+    {UM_ABI_X86_64, UM_NR_X86_64_mmap, {0, -1}},     {UM_ABI_X86_64, UM_NR_X86_64_mprotect, {0, -1}},
+    {UM_ABI_X86_64, UM_NR_X86_64_munmap, {0, -1}},   {UM_ABI_X86_64, UM_NR_X86_64_mremap, {0, 4}},
+    {UM_ABI_X86_64, UM_NR_X86_64_madvise, {0, -1}},  {UM_ABI_X86_64, UM_NR_X86_64_shmat, {1, -1}},
+    {UM_ABI_X86_64, UM_NR_X86_64_pkey_mprotect, {0, -1}},
+    {UM_ABI_I386, UM_NR_I386_mmap, {-1, -1}},        {UM_ABI_I386, UM_NR_I386_ipc, {-1, -1}},
+    {UM_ABI_I386, UM_NR_I386_mmap2, {0, -1}},        {UM_ABI_I386, UM_NR_I386_mprotect, {0, -1}},
+    {UM_ABI_I386, UM_NR_I386_munmap, {0, -1}},       {UM_ABI_I386, UM_NR_I386_mremap, {0, 4}},
+    {UM_ABI_I386, UM_NR_I386_madvise, {0, -1}},      {UM_ABI_I386, UM_NR_I386_shmat, {1, -1}},
+    {UM_ABI_I386, UM_NR_I386_pkey_mprotect, {0, -1}},
 };
 
 /* Does some filter of the monitor stop this call for the region? */

@@ -196,11 +196,11 @@ static int enforce_landlock(void)
 {
     if (landlock_fd < 0)
         return 0;
-    long r = syscall(SYS_landlock_restrict_self_, landlock_fd, 0);
+    long r = syscall(UM_NR_X86_64_landlock_restrict_self, landlock_fd, 0);
     if (r < 0 && errno == EPERM) {
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
             return -errno;
-        r = syscall(SYS_landlock_restrict_self_, landlock_fd, 0);
+        r = syscall(UM_NR_X86_64_landlock_restrict_self, landlock_fd, 0);
     }
     if (r < 0)
         return -errno;
@@ -355,9 +355,9 @@ void take_listener(void)
     close(setup_fd);
     setup_fd = -1;
     if (k == sizeof n && n >= 0) {
-        int pidfd = (int)syscall(SYS_pidfd_open_, first_pid, 0);
+        int pidfd = (int)syscall(UM_NR_X86_64_pidfd_open, first_pid, 0);
         if (pidfd >= 0) {
-            listener_fd = (int)syscall(SYS_pidfd_getfd_, pidfd, n, 0);
+            listener_fd = (int)syscall(UM_NR_X86_64_pidfd_getfd, pidfd, n, 0);
             close(pidfd);
         }
         if (listener_fd >= 0) {
@@ -405,8 +405,8 @@ int um_notif_supported(void)
     }
     int fd = -1, ok = 0;
     if (read(lp[0], &fd, sizeof fd) == sizeof fd && fd >= 0) {
-        int pidfd = (int)syscall(SYS_pidfd_open_, c, 0);
-        int l = pidfd < 0 ? -1 : (int)syscall(SYS_pidfd_getfd_, pidfd, fd, 0);
+        int pidfd = (int)syscall(UM_NR_X86_64_pidfd_open, c, 0);
+        int l = pidfd < 0 ? -1 : (int)syscall(UM_NR_X86_64_pidfd_getfd, pidfd, fd, 0);
         uint64_t flag = UM_NOTIF_SYNC_WAKE_UP;
         ok = l >= 0 && ioctl(l, SECCOMP_IOCTL_NOTIF_SET_FLAGS, flag) == 0;
         if (l >= 0)

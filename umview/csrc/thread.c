@@ -18,6 +18,7 @@ struct um_sci cur_sci;
 pid_t cur_tid;
 
 int um_core_version(void) { return UM_CORE_VERSION; }
+const char *um_sysnums_digest(void) { return UM_SYSNUMS_DIGEST; }
 
 int thread_table_init(void)
 {
