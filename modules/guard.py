@@ -72,6 +72,7 @@ import threading
 
 from umview import core, namei
 from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip, under_any
+from umview.openflags import O_ACCMODE
 from umview.pathwalk import plain_path
 from umview.service import Module
 from umview.syscalls import PATH_SYSCALLS
@@ -105,9 +106,7 @@ BY_PID = ("process_vm_readv", "process_vm_writev", "pidfd_open")
 MONITOR_FILES = rb"(?:task/[0-9]+/)?(?:mem|environ|pagemap|map_files|fd)(?:/.*)?"
 # any process's memory file, and the opens that could write through it
 PROC_MEM = re.compile(rb"/proc/[^/]+/(?:task/[^/]+/)?mem\Z", re.S)
-OPENS = {"open": "flags", "openat": "flags", "creat": None}
-O_ACCMODE = 3
-O_CREAT = 0o100
+OPENS = frozenset({"open", "openat", "creat"})
 # read-only, as container runtimes mount them; the devices' directory
 READ_ONLY = (b"/proc/sys", b"/sys")
 DEV, PTS = b"/dev", b"/dev/pts"
@@ -219,16 +218,14 @@ class Guard(Engine):
     @staticmethod
     def _mem_write(call):
         """Does the call open some process's /proc/PID/mem for writing?"""
-        if call.name == "openat2":
-            try:
-                flags = int.from_bytes(call.read_mem(call.args[2], 8), "little") if call.args[3] >= 8 else 0
-            except OSError:
-                return False  # the kernel's EFAULT
-        elif call.name in OPENS:
-            arg = OPENS[call.name]
-            flags = 1 if arg is None else call.arg(arg)
-        else:
+        if call.name not in OPENS and call.name != "openat2":
             return False
+        if call.name == "openat2" and call.args[3] < 8:
+            return False  # the kernel's EINVAL: no struct open_how
+        try:
+            flags = call.open_flags()
+        except OSError:
+            return False  # the kernel's EFAULT
         if not flags & O_ACCMODE:
             return False
         return any(p is not None and PROC_MEM.match(p) for p in call.paths())

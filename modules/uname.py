@@ -30,10 +30,10 @@ refuses every write under /proc/sys.
 import errno
 import logging
 import os
-import struct
 
 from umview import core, fdpass
 from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip
+from umview.openflags import O_DIRECTORY, O_PATH, writes
 from umview.service import Module
 
 log = logging.getLogger("umview")
@@ -57,7 +57,6 @@ PROC_FILES = {
 }
 OPTIONS = {"nodename": "nodename", "domainname": "domainname", "release": "release", "version": "version",
            "machine": "machine", "sysname": "sysname"}
-_O_ACCMODE, _O_CREAT, _O_TRUNC, _O_DIRECTORY, _O_PATH = 3, 0o100, 0o1000, 0o200000, 0o10000000
 
 
 class UnameEngine(Engine):
@@ -114,15 +113,10 @@ class UnameEngine(Engine):
 
     def open_proc_file(self, call, field):
         """An open of /proc/sys/kernel/FILE: a memfd with the view's value."""
-        if call.name == "openat2":
-            flags = struct.unpack("<Q", call.read_mem(call.how, 8))[0]
-        elif call.name == "creat":
-            flags = os.O_WRONLY | _O_CREAT | _O_TRUNC  # what creat(2) opens with
-        else:
-            flags = call.flags
-        if flags & (_O_PATH | _O_DIRECTORY):
+        flags = call.open_flags()
+        if flags & (O_PATH | O_DIRECTORY):
             return CONTINUE  # an O_PATH fd, or ENOTDIR: the kernel's
-        if flags & _O_ACCMODE or flags & (_O_CREAT | _O_TRUNC):
+        if writes(flags):
             if not self._refused_write:
                 self._refused_write = True
                 log.warning("uname: writing %s in the view is refused (EACCES): set the name with "

@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 28
+#define UM_CORE_VERSION 29
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -266,7 +266,11 @@ int um_layer_get(const char *path);           /* its kind, 0 if absent */
 /* which calls modify the file system (Python sees them under a layered prefix) */
 #define UM_WRITE_NO 0
 #define UM_WRITE_ALWAYS 1  /* mkdir, unlink, rename, chmod, utimensat, setxattr, ... */
-#define UM_WRITE_OFLAGS 2  /* args[argidx] are open flags: writes iff O_WRONLY|O_RDWR|O_CREAT|O_TRUNC */
+/* The open flags that make an open a write: O_WRONLY | O_RDWR | O_CREAT |
+ * O_TRUNC (O_TMPFILE carries O_WRONLY or O_RDWR). The one definition: C's
+ * filter and decision and Python's umview.openflags use it. */
+#define UM_O_WRITES 01103
+#define UM_WRITE_OFLAGS 2  /* args[argidx] are open flags: writes iff they have a bit of UM_O_WRITES */
 #define UM_WRITE_OPENHOW 3 /* args[argidx] points to struct open_how (its flags;
                             * unreadable counts as writing) */
 #define UM_WRITE_ACCESS 4  /* args[argidx] is an access(2) mode: "writes" iff W_OK (the

@@ -24,6 +24,7 @@ import errno as _errno
 import os
 
 from umview import core
+from umview.openflags import CREAT_FLAGS, O_CLOEXEC, O_DIRECTORY, O_PATH, WRITES
 
 
 class Action:
@@ -240,10 +241,7 @@ _ABI_IDS = {"x86_64": 0, "i386": 1, "x32": 2}  # UM_ABI_* of core.h
 
 # Bytes kept free below the stack pointer: the x86_64 red zone.
 _RED_ZONE = 128
-_O_CLOEXEC = 0o2000000
-_O_WRITES = 0o1 | 0o2 | 0o100 | 0o1000  # O_WRONLY, O_RDWR, O_CREAT, O_TRUNC (O_TMPFILE has a write mode)
 _W_OK = 2
-_O_PATH, _O_DIRECTORY = 0o10000000, 0o200000
 _RESOLVE_NO_SYMLINKS = 0x04
 #: calls that change a file's metadata: Landlock cannot bound them, so with a
 #: path a view rewrote they run on the file the view resolved (run_anchored)
@@ -486,12 +484,12 @@ class Call:
         dirfd_index = self.dirfd_indices[slot]
         numbers = _arch().abi_by_name(self.abi).numbers
         if self.spec.follows(slot, self.args) or path.endswith(b"/"):
-            target, flags, rest = path, _O_PATH | _O_CLOEXEC, b""
+            target, flags, rest = path, O_PATH | O_CLOEXEC, b""
         else:
             parent, _, base = path.rstrip(b"/").rpartition(b"/")
             if base in (b"", b".", b".."):
                 return None  # left as decided
-            target, flags, rest = parent or b"/", _O_PATH | _O_CLOEXEC | _O_DIRECTORY, b"/" + base
+            target, flags, rest = parent or b"/", O_PATH | O_CLOEXEC | O_DIRECTORY, b"/" + base
         # the call itself no longer runs as decided: the pinned pages its
         # paths took are free again
         fd = self._open_path(target, flags, _RESOLVE_NO_SYMLINKS)
@@ -547,7 +545,7 @@ class Call:
                 head, tail = path[:cut] or b"/", path[cut + 1:]
                 d = self.dirfd_indices[slot]
                 base = core.AT_FDCWD if path.startswith(b"/") or d is None else core.signed32(self.args[d])
-                fd = self._open_path(head, _O_PATH | _O_DIRECTORY | _O_CLOEXEC, 0, base)
+                fd = self._open_path(head, O_PATH | O_DIRECTORY | O_CLOEXEC, 0, base)
                 if fd < 0:
                     return fd
                 opened.append(fd)
@@ -569,10 +567,10 @@ class Call:
         if self.notified or len(os.listdir(f"/proc/{self.tid}/task")) != 1:
             return -_errno.ENAMETOOLONG
         numbers = _arch().abi_by_name(self.abi).numbers
-        dirfd = self._open_path(directory, _O_PATH | _O_DIRECTORY | _O_CLOEXEC, 0)
+        dirfd = self._open_path(directory, O_PATH | O_DIRECTORY | O_CLOEXEC, 0)
         if dirfd < 0:
             return dirfd
-        here = self._open_path(b".", _O_PATH | _O_DIRECTORY | _O_CLOEXEC, 0)
+        here = self._open_path(b".", O_PATH | O_DIRECTORY | O_CLOEXEC, 0)
         try:
             if here < 0:
                 return here
@@ -605,7 +603,7 @@ class Call:
             pieces.append(path)
         fd = dirfd
         for i, piece in enumerate(pieces):
-            f = flags if i == len(pieces) - 1 else _O_PATH | _O_DIRECTORY | _O_CLOEXEC
+            f = flags if i == len(pieces) - 1 else O_PATH | O_DIRECTORY | O_CLOEXEC
             how = f.to_bytes(8, "little") + bytes(8) + resolve.to_bytes(8, "little")
             new = core.inject(self.tid, self.abi_id, numbers["openat2"],
                               [fd & 0xFFFFFFFFFFFFFFFF, self._place(piece, 2), self._place(how, 3), len(how)])
@@ -627,6 +625,17 @@ class Call:
             self.write_mem(addr, data + b"\0")
         return addr
 
+    def open_flags(self):
+        """The flags an open call (open, openat, openat2, creat) opens with:
+        creat's own, openat2's from its struct open_how (OSError EFAULT if
+        that cannot be read), else its flags argument. The one reading of
+        them (umview.openflags holds their values)."""
+        if self.name == "creat":
+            return CREAT_FLAGS
+        if self.name == "openat2":
+            return int.from_bytes(self.read_mem(self.raw("how"), 8), "little")
+        return self.flags
+
     def writes(self):
         """Would the call change the file system? The syscall table's rule
         for it (Spec.writes), as the C core applies it under a layered
@@ -639,10 +648,10 @@ class Call:
         if kind == "always":
             return not self._times_omitted()
         if kind == "open_how":
-            return bool(int.from_bytes(self.read_mem(self.args[rule[1]], 8), "little") & _O_WRITES)
+            return bool(int.from_bytes(self.read_mem(self.args[rule[1]], 8), "little") & WRITES)
         if kind == "access":
             return bool(self.args[rule[1]] & _W_OK)
-        return bool(self.args[rule[1]] & _O_WRITES)  # oflags
+        return bool(self.args[rule[1]] & WRITES)  # oflags
 
     def _times_omitted(self):
         """utimensat with both times UTIME_OMIT: the kernel returns 0
@@ -735,7 +744,7 @@ class Call:
         its wait (the call then restarts and comes again)."""
         if not self.notified:
             raise RuntimeError("complete_with_fd: the call is not a notification (Call.notified)")
-        return core.check(core.lib.um_notif_addfd(fd, _O_CLOEXEC if cloexec else 0))
+        return core.check(core.lib.um_notif_addfd(fd, O_CLOEXEC if cloexec else 0))
 
     # --- paths ---
     def paths(self):

@@ -32,7 +32,6 @@ import errno
 import logging
 import os
 import stat
-import struct
 
 from umview import core
 from umview.engine import CONTINUE, Engine, Skip
@@ -40,7 +39,7 @@ from umview.service import Module, RedirectMount
 from umview.syscalls import PATH_SYSCALLS
 
 from . import readonly
-from .layers import FD_CHANGES, LISTING_CALLS, O_CREAT, O_TRUNC, O_WRONLY, OPENS, PSEUDO, LayeredMount
+from .layers import FD_CHANGES, LISTING_CALLS, OPENS, PSEUDO, LayeredMount
 
 log = logging.getLogger("umview")
 
@@ -120,9 +119,7 @@ class ReadOnlyMount(ViewfsMount):
             if reals or bad and self.target == b"/":
                 flags = None
                 if call.name in OPENS:
-                    flags = O_CREAT | O_WRONLY | O_TRUNC if call.name == "creat" else (
-                        struct.unpack("Q", call.read_mem(call.raw("how"), 8))[0] if call.name == "openat2"
-                        else call.flags)
+                    flags = call.open_flags()
                 err = readonly.refusal(call, reals, flags, bad)
                 if err:
                     return Skip.errno(err)

@@ -43,6 +43,7 @@ import tempfile
 from umview import core, janitor, layerdiff, layerfmt, longpath
 from umview.engine import CONTINUE, CONTINUE_AFTER, Skip
 from umview.layerdiff import ORIGIN_XATTR as ORIGIN  # on an upper copy: the lower name it was renamed from
+from umview.openflags import O_ACCMODE, O_CREAT, O_EXCL, O_PATH, O_RDWR, O_TMPFILE, O_TRUNC, O_WRONLY, WRITES
 from umview.pathwalk import dotted, lstat_plain
 from umview.service import SUN_PATH_MAX, RedirectMount, record_bound_name
 
@@ -53,11 +54,7 @@ NAME_MAX = 255
 #: the kernel finds no such file where a whiteout hides a name
 VOID = layerfmt.RESERVED + b"void"
 
-O_WRONLY, O_RDWR, O_CREAT, O_EXCL, O_TRUNC = 0o1, 0o2, 0o100, 0o200, 0o1000
-O_ACCMODE = 0o3
 TRUNCATES = frozenset({"truncate", "truncate64"})
-O_DIRECTORY, O_TMPFILE = 0o200000, 0o20200000
-O_WRITES = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC
 AT_FDCWD = -100
 AT_REMOVEDIR = 0x200
 AT_EMPTY_PATH = 0x1000
@@ -796,7 +793,6 @@ LISTING_CALLS = frozenset({"getdents64"})
 NULL_NAMES_FD = frozenset({"utimensat", "utimensat_time64", "futimesat"})
 # calls that change an open file by its fd alone: for a file of the lower
 # layer, the file is copied up and the call made on the copy by path
-O_PATH = 0o10000000
 AT_SYMLINK_NOFOLLOW = 0x100
 FD_CHANGES = {
     "fchmod": ("fchmodat", lambda c, p: [AT_FDCWD, p, c.mode]),
@@ -1436,15 +1432,10 @@ class LayeredMount(RedirectMount):
 
     def _open(self, call, s):
         slot, index, rel, raw = s
-        if call.name == "openat2":
-            flags = struct.unpack("Q", call.read_mem(call.raw("how"), 8))[0]
-        elif call.name == "creat":
-            flags = O_CREAT | O_WRONLY | O_TRUNC
-        else:
-            flags = call.flags
+        flags = call.open_flags()
         if raw == b"":
             return CONTINUE
-        if not flags & O_WRITES and (flags & O_TMPFILE) != O_TMPFILE:
+        if not flags & WRITES and (flags & O_TMPFILE) != O_TMPFILE:
             self._read(call, s)
             return CONTINUE
         node = self._probe(call, rel)

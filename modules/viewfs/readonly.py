@@ -16,9 +16,8 @@ import os
 import stat
 
 from umview import longpath, namei
+from umview.openflags import O_CREAT, O_DIRECTORY, O_EXCL, O_RDWR, O_TMPFILE, O_TRUNC, O_WRONLY
 
-O_WRONLY, O_RDWR, O_CREAT, O_EXCL, O_TRUNC, O_DIRECTORY = 0o1, 0o2, 0o100, 0o200, 0o1000, 0o200000
-O_TMPFILE = 0o20200000
 AT_REMOVEDIR, AT_SYMLINK_FOLLOW, AT_EMPTY_PATH = 0x200, 0x400, 0x1000
 RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT = 1, 2, 4
 UNLINKS = ("unlink", "unlinkat", "rmdir")

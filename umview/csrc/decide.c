@@ -739,15 +739,14 @@ int um_resolve_path(int tid, int abi, int sc, int slot, const uint64_t *args, ch
 /* Does this call modify the file system (the write table)? */
 static int call_writes(const struct um_decide_in *in, int sc)
 {
-    const uint64_t wflags = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC; /* O_TMPFILE has O_RDWR or O_WRONLY */
     switch (write_kind[sc]) {
     case UM_WRITE_ALWAYS:
         return 1;
     case UM_WRITE_OFLAGS:
-        return (in->args[write_arg[sc]] & wflags) != 0;
+        return (in->args[write_arg[sc]] & UM_O_WRITES) != 0;
     case UM_WRITE_OPENHOW:
         /* unreadable: Python (and then the kernel) gives the EFAULT */
-        return !in->how_readable || (in->how_flags & wflags) != 0;
+        return !in->how_readable || (in->how_flags & UM_O_WRITES) != 0;
     case UM_WRITE_ACCESS:
         return (in->args[write_arg[sc]] & 2 /* W_OK */) != 0;
     }

@@ -19,7 +19,6 @@ static void emit(struct bpf_buf *b, struct sock_filter s)
 
 void emit_insn(struct bpf_buf *b, struct sock_filter s) { emit(b, s); }
 
-#define O_WRITES_ (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC) /* O_TMPFILE carries O_WRONLY or O_RDWR */
 
 /* The open-flags argument of number nr (with its bias) that UM_TRAP_NOTIF_RW
  * tests, or -1 if the call has none (then it is a plain notification). */
@@ -38,7 +37,7 @@ int notifies_again(int abi, long nr, const uint64_t *args)
     if (abi < 0 || abi >= UM_NABI || n < 0 || n >= MAX_NR || !notifies(trap[abi][n]))
         return 0;
     int arg = trap[abi][n] == UM_TRAP_NOTIF_RW ? rw_arg(abi, nr) : -1;
-    return arg < 0 || !((uint32_t)args[arg] & O_WRITES_);
+    return arg < 0 || !((uint32_t)args[arg] & UM_O_WRITES);
 }
 
 /* Emit a binary search over the sorted numbers nrs[lo..hi): on a match,
@@ -71,7 +70,7 @@ static void emit_search(struct bpf_buf *b, int abi, const long *nrs, const unsig
                 emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nrs[i] | bias, 0, 4));
                 emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
                                                      offsetof(struct seccomp_data, args) + 8 * (uint32_t)arg));
-                emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, O_WRITES_, 0, 1));
+                emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, UM_O_WRITES, 0, 1));
                 emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, RET_TRACE_UM));
                 emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF));
                 continue;
