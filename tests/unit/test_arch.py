@@ -90,9 +90,10 @@ CSRC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.absp
 def test_no_c_file_spells_out_a_syscall_number():
     """A number written in C would be silently wrong on the next ABI: every
     one is a UM_NR_<ABI>_<name> of um_sysnums.h. Caught here: a case label
-    that is a number, an {ABI, number} table row, an NR_ enum or define."""
+    that is a number, an {ABI, number} table row, an NR_ enum or define,
+    syscall(2) of a number."""
     spelled = re.compile(r"\bcase\s+\d+\s*:|\{\s*UM_ABI_\w+\s*,\s*\d+|\bNR_\w+\s*=\s*\d+"
-                         r"|#define\s+\w*(?:NR|SYS)_\w+\s+\d+")
+                         r"|#define\s+\w*(?:NR|SYS)_\w+\s+\d+|\bsyscall\(\s*\d+")
     found = []
     for name in sorted(os.listdir(CSRC)) + ["../core.h"]:
         if name.endswith((".c", ".h")):

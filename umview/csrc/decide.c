@@ -141,7 +141,7 @@ int um_prefix_kind(const char *p) { return p[0] == '/' ? prefix_kind_of(p) : -EI
 int um_openat2(int dirfd, const char *path, uint64_t flags, uint64_t resolve)
 {
     struct um_open_how how = {flags, 0, resolve};
-    int fd = (int)syscall(437 /* openat2 */, dirfd, path, &how, sizeof how);
+    int fd = (int)syscall(UM_NR_X86_64_openat2, dirfd, path, &how, sizeof how);
     return fd < 0 ? -errno : fd;
 }
 
@@ -167,7 +167,7 @@ static int symlink_on_path(const char *raw, int follow)
     if (openat2_state < 0 || strncmp(raw, "/proc/", 6) == 0)
         return 0;
     struct um_open_how how = {O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW), 0, RESOLVE_NO_SYMLINKS_};
-    int fd = (int)syscall(437 /* openat2 */, AT_FDCWD_, raw, &how, sizeof how);
+    int fd = (int)syscall(UM_NR_X86_64_openat2, AT_FDCWD_, raw, &how, sizeof how);
     if (fd >= 0) {
         close(fd);
         return 0;

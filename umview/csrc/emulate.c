@@ -169,7 +169,7 @@ struct lookup {
 static int open_at(const struct lookup *lk, uint64_t flags)
 {
     struct um_open_how how = {flags | O_CLOEXEC, 0, lk->resolve | RESOLVE_NO_MAGICLINKS_};
-    int fd = (int)syscall(437 /* openat2 */, lk->dirfd, lk->path, &how, sizeof how);
+    int fd = (int)syscall(UM_NR_X86_64_openat2, lk->dirfd, lk->path, &how, sizeof how);
     return fd < 0 ? -errno : fd;
 }
 
@@ -428,7 +428,7 @@ static int serve(pid_t tid, const struct seccomp_notif *req, const struct um_dec
         else
             val = -ESRCH;
     } else if (access_call) {
-        val = syscall(439 /* faccessat2 */, fd, "", mode, AT_EMPTY_PATH | (aflags & AT_EACCESS_)) ? -errno : 0;
+        val = syscall(UM_NR_X86_64_faccessat2, fd, "", mode, AT_EMPTY_PATH | (aflags & AT_EACCESS_)) ? -errno : 0;
     } else {
         struct stat st;
         if (fstatat(fd, "", &st, AT_EMPTY_PATH))

@@ -500,6 +500,6 @@ int um_abi_supported(int abi)
     if (abi != UM_ABI_X32)
         return 0;
     if (x32 < 0)
-        x32 = syscall(39 | X32_BIT) == getpid(); /* getpid; ENOSYS without x32 */
+        x32 = syscall(UM_NR_X32_getpid) == getpid(); /* ENOSYS without x32 */
     return x32;
 }
