@@ -2,6 +2,18 @@
  * claims, prefixes, the write table, register maps and the filter's traps */
 #include "internal.h"
 
+/* Every setter Python calls is NAME_unlocked run under the tables' write
+ * lock (servers.c: the serving threads read the tables meanwhile); one
+ * line each: */
+#define LOCKED(name, params, args)                                                                                     \
+    int name params                                                                                                    \
+    {                                                                                                                  \
+        tables_write_lock();                                                                                           \
+        int r = name##_unlocked args;                                                                                  \
+        tables_write_unlock();                                                                                         \
+        return r;                                                                                                      \
+    }
+
 
 static short nr_to_sc[UM_NABI][MAX_NR];
 struct path_arg path_args[UM_NABI][MAX_SC][PATH_SLOTS];
@@ -77,13 +89,7 @@ static int um_table_reset_unlocked(int n)
     return 0;
 }
 
-int um_table_reset(int n)
-{
-    tables_write_lock();
-    int r = um_table_reset_unlocked(n);
-    tables_write_unlock();
-    return r;
-}
+LOCKED(um_table_reset, (int n), (n))
 
 static int um_set_control_sc_unlocked(int sc)
 {
@@ -93,13 +99,7 @@ static int um_set_control_sc_unlocked(int sc)
     return 0;
 }
 
-int um_set_control_sc(int sc)
-{
-    tables_write_lock();
-    int r = um_set_control_sc_unlocked(sc);
-    tables_write_unlock();
-    return r;
-}
+LOCKED(um_set_control_sc, (int sc), (sc))
 
 /* the one bounds-checked look-up from (abi, nr) to a neutral index */
 int lookup_sc(int abi, long nr)
@@ -123,13 +123,7 @@ static int um_map_nr_unlocked(int abi, long nr, int sc)
     return 0;
 }
 
-int um_map_nr(int abi, long nr, int sc)
-{
-    tables_write_lock();
-    int r = um_map_nr_unlocked(abi, nr, sc);
-    tables_write_unlock();
-    return r;
-}
+LOCKED(um_map_nr, (int abi, long nr, int sc), (abi, nr, sc))
 
 static int um_set_path_arg_unlocked(int abi, int sc, int slot, int path_idx, int dirfd_idx, int emptyflg_idx)
 {
@@ -142,13 +136,8 @@ static int um_set_path_arg_unlocked(int abi, int sc, int slot, int path_idx, int
     return 0;
 }
 
-int um_set_path_arg(int abi, int sc, int slot, int path_idx, int dirfd_idx, int emptyflg_idx)
-{
-    tables_write_lock();
-    int r = um_set_path_arg_unlocked(abi, sc, slot, path_idx, dirfd_idx, emptyflg_idx);
-    tables_write_unlock();
-    return r;
-}
+LOCKED(um_set_path_arg, (int abi, int sc, int slot, int path_idx, int dirfd_idx, int emptyflg_idx),
+       (abi, sc, slot, path_idx, dirfd_idx, emptyflg_idx))
 
 int um_set_nofollow(int abi, int sc, int slot, int kind, int arg, uint32_t mask)
 {
@@ -171,13 +160,7 @@ static int um_set_claim_unlocked(int abi, int sc, int mode)
     return 0;
 }
 
-int um_set_claim(int abi, int sc, int mode)
-{
-    tables_write_lock();
-    int r = um_set_claim_unlocked(abi, sc, mode);
-    tables_write_unlock();
-    return r;
-}
+LOCKED(um_set_claim, (int abi, int sc, int mode), (abi, sc, mode))
 
 
 static int um_prefix_clear_unlocked(void)
@@ -193,13 +176,7 @@ static int um_prefix_clear_unlocked(void)
     return 0;
 }
 
-int um_prefix_clear(void)
-{
-    tables_write_lock();
-    int r = um_prefix_clear_unlocked();
-    tables_write_unlock();
-    return r;
-}
+LOCKED(um_prefix_clear, (void), ())
 
 static int um_prefix_add_kind_unlocked(const char *p, int kind)
 {
@@ -218,13 +195,7 @@ static int um_prefix_add_kind_unlocked(const char *p, int kind)
     return 0;
 }
 
-int um_prefix_add_kind(const char *p, int kind)
-{
-    tables_write_lock();
-    int r = um_prefix_add_kind_unlocked(p, kind);
-    tables_write_unlock();
-    return r;
-}
+LOCKED(um_prefix_add_kind, (const char *p, int kind), (p, kind))
 
 static int um_prefix_add_move_unlocked(const char *target, const char *source)
 {
@@ -247,13 +218,7 @@ static int um_prefix_add_move_unlocked(const char *target, const char *source)
     return 0;
 }
 
-int um_prefix_add_move(const char *target, const char *source)
-{
-    tables_write_lock();
-    int r = um_prefix_add_move_unlocked(target, source);
-    tables_write_unlock();
-    return r;
-}
+LOCKED(um_prefix_add_move, (const char *target, const char *source), (target, source))
 
 static int um_prefix_set_upper_unlocked(const char *target, const char *upper)
 {
@@ -276,13 +241,7 @@ static int um_prefix_set_upper_unlocked(const char *target, const char *upper)
     return -ENOENT;
 }
 
-int um_prefix_set_upper(const char *target, const char *upper)
-{
-    tables_write_lock();
-    int r = um_prefix_set_upper_unlocked(target, upper);
-    tables_write_unlock();
-    return r;
-}
+LOCKED(um_prefix_set_upper, (const char *target, const char *upper), (target, upper))
 
 
 static int um_set_write_unlocked(int sc, int kind, int argidx)
@@ -295,13 +254,7 @@ static int um_set_write_unlocked(int sc, int kind, int argidx)
     return 0;
 }
 
-int um_set_write(int sc, int kind, int argidx)
-{
-    tables_write_lock();
-    int r = um_set_write_unlocked(sc, kind, argidx);
-    tables_write_unlock();
-    return r;
-}
+LOCKED(um_set_write, (int sc, int kind, int argidx), (sc, kind, argidx))
 
 /* A register's offset: a whole 8-byte field of struct user_regs_struct
  * (REG() reads and writes 8 bytes there). */
@@ -324,13 +277,7 @@ static int um_set_regmap_unlocked(int abi, int nr_off, int ret_off, const int *a
     return 0;
 }
 
-int um_set_regmap(int abi, int nr_off, int ret_off, const int *arg_offs)
-{
-    tables_write_lock();
-    int r = um_set_regmap_unlocked(abi, nr_off, ret_off, arg_offs);
-    tables_write_unlock();
-    return r;
-}
+LOCKED(um_set_regmap, (int abi, int nr_off, int ret_off, const int *arg_offs), (abi, nr_off, ret_off, arg_offs))
 
 /* the values of the UM_TRAP_VALUES numbers (filter.c) */
 struct value_trap value_traps[MAX_VALUE_TRAPS];
@@ -345,13 +292,7 @@ static int um_filter_clear_unlocked(void)
     return 0;
 }
 
-int um_filter_clear(void)
-{
-    tables_write_lock();
-    int r = um_filter_clear_unlocked();
-    tables_write_unlock();
-    return r;
-}
+LOCKED(um_filter_clear, (void), ())
 
 const struct value_trap *value_trap_of(int abi, long nr)
 {
@@ -401,13 +342,8 @@ static int um_filter_trap_values_unlocked(int abi, long nr, int arg, const uint3
     return 0;
 }
 
-int um_filter_trap_values(int abi, long nr, int arg, const uint32_t *values, int n)
-{
-    tables_write_lock();
-    int r = um_filter_trap_values_unlocked(abi, nr, arg, values, n);
-    tables_write_unlock();
-    return r;
-}
+LOCKED(um_filter_trap_values, (int abi, long nr, int arg, const uint32_t *values, int n),
+       (abi, nr, arg, values, n))
 
 static int um_filter_trap_nr_unlocked(int abi, long nr, int how)
 {
@@ -430,13 +366,7 @@ static int um_filter_trap_nr_unlocked(int abi, long nr, int how)
     return 0;
 }
 
-int um_filter_trap_nr(int abi, long nr, int how)
-{
-    tables_write_lock();
-    int r = um_filter_trap_nr_unlocked(abi, nr, how);
-    tables_write_unlock();
-    return r;
-}
+LOCKED(um_filter_trap_nr, (int abi, long nr, int how), (abi, nr, how))
 
 void um_set_event_mask(int mask) { event_mask = mask; }
 void um_set_spin(int n) { spin_iterations = n < 0 ? 0 : n; }
