@@ -416,9 +416,48 @@ static void run_pinned(pid_t tid, struct um_decide_in *in)
     ptrace(PTRACE_SYSCALL, tid, 0, 0);
 }
 
+/* A call's decision, at its seccomp stop (from 0) or at the entry stop of
+ * its restart (UM_FROM_ENTRY), as the loop carries it out: refused (from an
+ * ABI or of a kind no engine can decode, or whose arguments the monitor may
+ * not read): skipped with that errno; run natively, pinned where its paths
+ * could change under it; or Python's: 1, the event filled and *r what
+ * um_next returns. 0 when the thread was resumed. */
+static int decided(struct um_event *ev, pid_t tid, const struct um_sci *si, int abi, uint64_t nr,
+                   const uint64_t *args, int from, int *r)
+{
+    static struct um_decide_in dec;
+    dec.abi = abi;
+    dec.nr = nr;
+    memcpy(dec.args, args, sizeof dec.args);
+    int d = decide_call(tid, &dec, NULL), err = refusal(tid, d);
+    if (err) {
+        stats.refused++;
+        cur_sci = *si;
+        skip_call(tid, abi < 0 ? UM_ABI_X86_64 : abi, args, err);
+        if (from)
+            resume(tid, PTRACE_CONT, 0);
+        else
+            ptrace(PTRACE_CONT, tid, 0, 0);
+        return 0;
+    }
+    if (d == UM_DECIDE_NATIVE && needs_pin(tid, &dec)) {
+        cur_sci = *si;
+        run_pinned(tid, &dec);
+        return 0;
+    }
+    if (d != UM_DECIDE_PYTHON) {
+        if (!from)
+            stats.fast_continue++;
+        resume(tid, PTRACE_CONT, 0);
+        return 0;
+    }
+    raw_from_slots(ev->raw, ev->raw_len, dec.slot);
+    *r = call_event(ev, tid, si, abi, dec.sc, from, dec.path, dec.path_len, dec.path_kind);
+    return 1;
+}
+
 int um_next(struct um_event *ev)
 {
-    static struct um_decide_in dec; /* the decision of the stop at hand */
     if (ev->kind != UM_EV_DONE)
         finish_reply(ev);
     int status;
@@ -500,32 +539,10 @@ int um_next(struct um_event *ev)
                 return stop_event(ev, tid, status, (long)si.seccomp.ret_data, &si);
             if (own)
                 continue; /* a RET_TRACE of the process's own filter (ownseccomp.c) */
-            int abi = abi_of(&si);
-            dec.abi = abi;
-            dec.nr = si.seccomp.nr;
-            memcpy(dec.args, si.seccomp.args, sizeof dec.args);
-            int d = decide_call(tid, &dec, NULL), err = refusal(tid, d);
-            if (err) {
-                /* a call from an ABI or of a kind no engine can decode, or
-                 * one whose arguments the monitor may not read */
-                stats.refused++;
-                cur_sci = si;
-                skip_call(tid, abi < 0 ? UM_ABI_X86_64 : abi, si.seccomp.args, err);
-                ptrace(PTRACE_CONT, tid, 0, 0);
-                continue;
-            }
-            if (d == UM_DECIDE_NATIVE && needs_pin(tid, &dec)) {
-                cur_sci = si;
-                run_pinned(tid, &dec);
-                continue;
-            }
-            if (d == UM_DECIDE_NATIVE) {
-                stats.fast_continue++;
-                resume(tid, PTRACE_CONT, 0);
-                continue;
-            }
-            raw_from_slots(ev->raw, ev->raw_len, dec.slot);
-            return call_event(ev, tid, &si, abi, dec.sc, 0, dec.path, dec.path_len, dec.path_kind);
+            int r;
+            if (decided(ev, tid, &si, abi_of(&si), si.seccomp.nr, si.seccomp.args, 0, &r))
+                return r;
+            continue;
         }
         if (sig == (SIGTRAP | 0x80)) {
             if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof si, &si) <= 0) {
@@ -579,26 +596,10 @@ int um_next(struct um_event *ev)
                     free(note);
                     return r;
                 }
-                dec.abi = abi;
-                dec.nr = si.entry.nr;
-                memcpy(dec.args, si.entry.args, sizeof dec.args);
-                int d = decide_call(tid, &dec, NULL), err = refusal(tid, d);
-                if (err) {
-                    stats.refused++;
-                    cur_sci = si;
-                    skip_call(tid, abi, si.entry.args, err);
-                }
-                if (d == UM_DECIDE_NATIVE && needs_pin(tid, &dec)) {
-                    cur_sci = si;
-                    run_pinned(tid, &dec);
-                    continue;
-                }
-                if (d != UM_DECIDE_PYTHON) {
-                    resume(tid, PTRACE_CONT, 0);
-                    continue;
-                }
-                raw_from_slots(ev->raw, ev->raw_len, dec.slot);
-                return call_event(ev, tid, &si, abi, sc, UM_FROM_ENTRY, dec.path, dec.path_len, dec.path_kind);
+                int r;
+                if (decided(ev, tid, &si, abi, si.entry.nr, si.entry.args, UM_FROM_ENTRY, &r))
+                    return r;
+                continue;
             }
             /* a syscall-exit stop */
             stats.exit_stops++;
