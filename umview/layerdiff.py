@@ -40,7 +40,7 @@ import stat
 from umview import layerfmt, longpath
 
 #: the xattr the cow engine sets on the copy of a lower file it renames
-ORIGIN_XATTR = "user.umview.origin"
+ORIGIN_XATTR = layerfmt.ORIGIN_XATTR
 
 KINDS = ("created", "modified", "deleted", "renamed")
 

@@ -42,6 +42,11 @@ from umview import longpath
 #: the xattr that makes a directory opaque, and its value
 OPAQUE_XATTR = "user.overlay.opaque"
 OPAQUE_VALUE = b"y"
+#: on an upper copy, the lower name it was renamed from (what tells a rename
+#: from a deletion and a creation: umview.layerdiff)
+ORIGIN_XATTR = "user.umview.origin"
+#: the xattrs overlayfs's format keeps, never a process's to change
+OVERLAY_XATTRS = (b"user.overlay.", b"trusted.overlay.")
 #: the mark of this format on the layer's root
 FORMAT_XATTR = "user.umview.layer"
 FORMAT = b"2"

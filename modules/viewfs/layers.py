@@ -42,7 +42,6 @@ import tempfile
 
 from umview import core, janitor, layerdiff, layerfmt, longpath
 from umview.engine import CONTINUE, CONTINUE_AFTER, Skip
-from umview.layerdiff import ORIGIN_XATTR as ORIGIN  # on an upper copy: the lower name it was renamed from
 from umview.openflags import O_ACCMODE, O_CREAT, O_EXCL, O_PATH, O_RDWR, O_TMPFILE, O_TRUNC, O_WRONLY, WRITES
 from umview.pathwalk import dotted, lstat_plain
 from umview.service import SUN_PATH_MAX, RedirectMount, record_bound_name
@@ -53,6 +52,8 @@ NAME_MAX = 255
 #: in an upper directory, a name that is never there (layerfmt.RESERVED):
 #: the kernel finds no such file where a whiteout hides a name
 VOID = layerfmt.RESERVED + b"void"
+#: on an upper copy: the lower name it was renamed from
+ORIGIN = layerfmt.ORIGIN_XATTR
 
 TRUNCATES = frozenset({"truncate", "truncate64"})
 AT_FDCWD = -100
@@ -818,8 +819,7 @@ FD_IOCTLS = {
 GONE = object()
 ACCESS = frozenset({"access", "faccessat", "faccessat2"})
 XATTR_CHANGES = frozenset({"setxattr", "lsetxattr", "removexattr", "lremovexattr", "setxattrat", "removexattrat"})
-#: xattrs of the layer's format, never a process's to change
-LAYER_XATTRS = (b"user.overlay.", b"trusted.overlay.")
+LAYER_XATTRS = layerfmt.OVERLAY_XATTRS
 W_OK = 2
 # calls that act on a directory of the view, which a listing directory stands for
 DIR_FD_CALLS = frozenset({"chdir"}) | OPENS
