@@ -106,7 +106,7 @@ BY_PID = ("process_vm_readv", "process_vm_writev", "pidfd_open")
 MONITOR_FILES = rb"(?:task/[0-9]+/)?(?:mem|environ|pagemap|map_files|fd)(?:/.*)?"
 # any process's memory file, and the opens that could write through it
 PROC_MEM = re.compile(rb"/proc/[^/]+/(?:task/[^/]+/)?mem\Z", re.S)
-OPENS = frozenset({"open", "openat", "creat"})
+OPENS = frozenset({"open", "openat", "openat2", "creat"})
 # read-only, as container runtimes mount them; the devices' directory
 READ_ONLY = (b"/proc/sys", b"/sys")
 DEV, PTS = b"/dev", b"/dev/pts"
@@ -210,7 +210,7 @@ class Guard(Engine):
         dev = [t for t in targets if under_any(t, (DEV,)) and not under_any(t, (PTS,))]
         if not dev:
             return None
-        if call.name in OPENS or call.name == "openat2":
+        if call.name in OPENS:
             return None if _opens_device(dev[0]) else errno.EACCES
         return errno.EACCES
 
@@ -218,7 +218,7 @@ class Guard(Engine):
     @staticmethod
     def _mem_write(call):
         """Does the call open some process's /proc/PID/mem for writing?"""
-        if call.name not in OPENS and call.name != "openat2":
+        if call.name not in OPENS:
             return False
         if call.name == "openat2" and call.args[3] < 8:
             return False  # the kernel's EINVAL: no struct open_how

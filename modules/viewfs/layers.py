@@ -42,7 +42,7 @@ import tempfile
 
 from umview import core, janitor, layerdiff, layerfmt, longpath
 from umview.engine import CONTINUE, CONTINUE_AFTER, Skip
-from umview.openflags import O_ACCMODE, O_CREAT, O_EXCL, O_PATH, O_RDWR, O_TMPFILE, O_TRUNC, O_WRONLY, WRITES
+from umview.openflags import O_ACCMODE, O_CREAT, O_EXCL, O_PATH, O_RDWR, O_TRUNC, O_WRONLY, WRITES, is_tmpfile
 from umview.pathwalk import dotted, lstat_plain
 from umview.service import SUN_PATH_MAX, RedirectMount, record_bound_name
 
@@ -1435,11 +1435,11 @@ class LayeredMount(RedirectMount):
         flags = call.open_flags()
         if raw == b"":
             return CONTINUE
-        if not flags & WRITES and (flags & O_TMPFILE) != O_TMPFILE:
+        if not flags & WRITES and not is_tmpfile(flags):
             self._read(call, s)
             return CONTINUE
         node = self._probe(call, rel)
-        if (flags & O_TMPFILE) == O_TMPFILE:
+        if is_tmpfile(flags):
             if node.is_dir:
                 real = node.real if node.upper is not None or self._writable_lower(node.real) \
                     else self.layers.ensure_dir(rel)

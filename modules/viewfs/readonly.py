@@ -12,11 +12,10 @@ the monitor, which change nothing), and returns the errno the call gets, or
 0 for what a read-only file system allows.
 """
 import errno
-import os
 import stat
 
 from umview import longpath, namei
-from umview.openflags import O_CREAT, O_DIRECTORY, O_EXCL, O_RDWR, O_TMPFILE, O_TRUNC, O_WRONLY
+from umview.openflags import O_CREAT, O_DIRECTORY, O_EXCL, O_RDWR, O_TRUNC, O_WRONLY, is_tmpfile
 
 AT_REMOVEDIR, AT_SYMLINK_FOLLOW, AT_EMPTY_PATH = 0x200, 0x400, 0x1000
 RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT = 1, 2, 4
@@ -145,7 +144,7 @@ def refusal(call, reals, flags=None, bad=None):
 
 def _open_refusal(real, flags):
     parent, last, trailing = namei.split(real)
-    creat = flags & O_CREAT and (flags & O_TMPFILE) != O_TMPFILE
+    creat = flags & O_CREAT and not is_tmpfile(flags)
     writes = flags & (O_WRONLY | O_RDWR | O_TRUNC)
     if creat and last not in (b".", b"..", b""):
         err = namei.parent_error(real)
@@ -168,10 +167,10 @@ def _open_refusal(real, flags):
             return err
         if creat and flags & O_EXCL:
             return errno.EEXIST
-        if (flags & O_TMPFILE) == O_TMPFILE:
+        if is_tmpfile(flags):
             return errno.EROFS  # an unnamed file would be made in the directory
     if stat.S_ISDIR(st.st_mode):
-        return errno.EISDIR if writes or creat or (flags & O_TMPFILE) == O_TMPFILE else 0
+        return errno.EISDIR if writes or creat or is_tmpfile(flags) else 0
     if _special(st) or not writes:
         return 0
     return errno.EROFS

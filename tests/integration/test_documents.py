@@ -26,9 +26,7 @@ with the reason."""
 import importlib.metadata
 import os
 import re
-import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -40,6 +38,7 @@ import zipfile
 import pytest
 
 from conftest import NOBODY, SYSTEM_PY, _reachable_by_nobody, as_user, need, need_user
+from test_readme import MAKEFILE, examples_block
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)
@@ -69,14 +68,6 @@ ROOT_ONLY = ("sudo ", "umview-layer apply --yes", "examples/sandboxed_tests.sh")
 AS_NORMAL_USER = [("sh -c 'mount -t", "sh -c 'vumount -t"), ("umount /;", "vuumount /;")]
 NOBODY_ONLY = ("/tmp/dg-mc",)  # "As nobody:" mincow; as root it writes /etc for real
 
-MAKEFILE = """\
-all:
-\t@echo built
-install:
-\tmkdir -p $(DESTDIR)$(CURDIR)/prefix/share/hello && echo hi > $(DESTDIR)$(CURDIR)/prefix/share/hello/README
-test:
-\techo ok > test.out && cat test.out
-"""
 
 
 # --- reading the documents ------------------------------------------------------------
@@ -371,8 +362,7 @@ def make_wheel(path):
 def runnable(doc, user):
     """(command, shown, session) of doc's commands user runs ("rc", lines,
     [] for an rc file the guide shows)."""
-    readme_examples = re.search(r"^## Examples\n.*?^```sh\n(.*?)^```",
-                                open(os.path.join(ROOT, "README.md")).read(), re.S | re.M).group(1)
+    readme_examples = examples_block()
     for heading, lead, block in sh_blocks(doc):
         if doc == "README.md" and "\n".join(block) + "\n" == readme_examples:
             continue  # tests/integration/test_readme.py

@@ -4,7 +4,6 @@ disk.img, examples/. Each must end as the README promises (status 0, no
 traceback), in order, as a new user would type them."""
 import os
 import re
-import shutil
 import subprocess
 import sys
 
@@ -18,7 +17,7 @@ MAKEFILE = """\
 all:
 \t@echo built
 install:
-\tmkdir -p $(CURDIR)/prefix/share/hello && echo hi > $(CURDIR)/prefix/share/hello/README
+\tmkdir -p $(DESTDIR)$(CURDIR)/prefix/share/hello && echo hi > $(DESTDIR)$(CURDIR)/prefix/share/hello/README
 test:
 \techo ok > test.out && cat test.out
 """
@@ -27,12 +26,15 @@ test:
 ELSEWHERE = {"umview -r ~/debian -- bash"}
 
 
-def examples():
-    """The lines of the README's first sh block under "## Examples", their
-    comments cut off."""
+def examples_block():
+    """The text of the README's first sh block under "## Examples"."""
     text = open(os.path.join(ROOT, "README.md")).read()
-    block = re.search(r"^## Examples\n.*?^```sh\n(.*?)^```", text, re.S | re.M).group(1)
-    return [re.sub(r"\s+#\s.*$", "", line).strip() for line in block.splitlines() if line.strip()]
+    return re.search(r"^## Examples\n.*?^```sh\n(.*?)^```", text, re.S | re.M).group(1)
+
+
+def examples():
+    """The lines of examples_block(), their comments cut off."""
+    return [re.sub(r"\s+#\s.*$", "", line).strip() for line in examples_block().splitlines() if line.strip()]
 
 
 @pytest.mark.slow

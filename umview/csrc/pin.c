@@ -217,6 +217,42 @@ static int mmap_touches(const struct um_mm *m, uint64_t addr, uint64_t len, uint
     return (flags & MAP_FIXED_) && overlaps(m, addr, len);
 }
 
+/* The calls the filter stops at a low address: per ABI, the number, what
+ * the call does to memory (how region_refusal reads its arguments), and up
+ * to two address arguments (-1: none; both -1: every call of that number). */
+enum { RG_MMAP, RG_OLD_MMAP, RG_RANGE, RG_MREMAP, RG_SHMAT, RG_IPC };
+static const struct { int abi; long nr; int kind; signed char arg[2]; } guarded[] = {
+    {UM_ABI_X86_64, UM_NR_X86_64_mmap, RG_MMAP, {0, -1}},
+    {UM_ABI_X86_64, UM_NR_X86_64_mprotect, RG_RANGE, {0, -1}},
+    {UM_ABI_X86_64, UM_NR_X86_64_munmap, RG_RANGE, {0, -1}},
+    {UM_ABI_X86_64, UM_NR_X86_64_mremap, RG_MREMAP, {0, 4}},
+    {UM_ABI_X86_64, UM_NR_X86_64_madvise, RG_RANGE, {0, -1}},
+    {UM_ABI_X86_64, UM_NR_X86_64_shmat, RG_SHMAT, {1, -1}},
+    {UM_ABI_X86_64, UM_NR_X86_64_pkey_mprotect, RG_RANGE, {0, -1}},
+    {UM_ABI_I386, UM_NR_I386_mmap, RG_OLD_MMAP, {-1, -1}}, /* old_mmap: its arguments in memory */
+    {UM_ABI_I386, UM_NR_I386_ipc, RG_IPC, {-1, -1}},
+    {UM_ABI_I386, UM_NR_I386_mmap2, RG_MMAP, {0, -1}},
+    {UM_ABI_I386, UM_NR_I386_mprotect, RG_RANGE, {0, -1}},
+    {UM_ABI_I386, UM_NR_I386_munmap, RG_RANGE, {0, -1}},
+    {UM_ABI_I386, UM_NR_I386_mremap, RG_MREMAP, {0, 4}},
+    {UM_ABI_I386, UM_NR_I386_madvise, RG_RANGE, {0, -1}},
+    {UM_ABI_I386, UM_NR_I386_shmat, RG_SHMAT, {1, -1}},
+    {UM_ABI_I386, UM_NR_I386_pkey_mprotect, RG_RANGE, {0, -1}},
+};
+#define NGUARDED (int)(sizeof guarded / sizeof guarded[0])
+
+/* The row of guarded for this call (x32: as x86_64), or -1. */
+static int guarded_row(int abi, uint64_t nr)
+{
+    if (abi == UM_ABI_X32)
+        nr &= ~(uint64_t)X32_BIT;
+    int sabi = abi == UM_ABI_X32 ? UM_ABI_X86_64 : abi;
+    for (int i = 0; i < NGUARDED; i++)
+        if (guarded[i].abi == sabi && guarded[i].nr == (long)nr)
+            return i;
+    return -1;
+}
+
 /* Would this call (one of those the filter stops at a low address) change
  * the caller's region? -EPERM if so, else 0. */
 int region_refusal(pid_t tid, int abi, uint64_t nr, const uint64_t *a)
@@ -224,86 +260,53 @@ int region_refusal(pid_t tid, int abi, uint64_t nr, const uint64_t *a)
     struct um_mm *m = mm_of(tid);
     if (!m || !m->region || abi < 0 || abi >= UM_NABI)
         return 0;
+    int row = guarded_row(abi, nr);
+    if (row < 0)
+        return 0;
+    uint64_t v[6]; /* an i386 call's arguments are 32 bits */
+    for (int i = 0; i < 6; i++)
+        v[i] = abi == UM_ABI_I386 ? (uint32_t)a[i] : a[i];
     int touches = 0;
-    if (abi == UM_ABI_I386) {
-        uint32_t v[6];
-        for (int i = 0; i < 6; i++)
-            v[i] = (uint32_t)a[i];
-        switch (nr) {
-        case UM_NR_I386_mmap: { /* old_mmap: its arguments in memory */
-            uint32_t s[6];
-            touches = um_read_mem(tid, v[0], s, sizeof s) != (int)sizeof s || mmap_touches(m, s[0], s[1], s[3]);
-            break;
-        }
-        case UM_NR_I386_mmap2:
-            touches = mmap_touches(m, v[0], v[1], v[3]);
-            break;
-        case UM_NR_I386_mprotect: case UM_NR_I386_pkey_mprotect: case UM_NR_I386_munmap: case UM_NR_I386_madvise:
-            touches = overlaps(m, v[0], v[1]);
-            break;
-        case UM_NR_I386_mremap:
-            touches = overlaps(m, v[0], v[1]) || ((v[3] & MREMAP_FIXED_) && overlaps(m, v[4], v[2]));
-            break;
-        case UM_NR_I386_shmat:
-            touches = (v[2] & SHM_REMAP_) && v[1] < m->region + REGION_SIZE;
-            break;
-        case UM_NR_I386_ipc:
-            touches = (v[0] & 0xffff) == IPC_SHMAT_ && (v[2] & SHM_REMAP_) && v[4] < m->region + REGION_SIZE;
-            break;
-        }
-    } else {
-        switch (nr & ~(uint64_t)X32_BIT) {
-        case UM_NR_X86_64_mmap:
-            touches = mmap_touches(m, a[0], a[1], a[3]);
-            break;
-        case UM_NR_X86_64_mprotect: case UM_NR_X86_64_pkey_mprotect: case UM_NR_X86_64_munmap:
-        case UM_NR_X86_64_madvise:
-            touches = overlaps(m, a[0], a[1]);
-            break;
-        case UM_NR_X86_64_mremap:
-            touches = overlaps(m, a[0], a[1]) || ((a[3] & MREMAP_FIXED_) && overlaps(m, a[4], a[2]));
-            break;
-        case UM_NR_X86_64_shmat:
-            touches = (a[2] & SHM_REMAP_) && a[1] < m->region + REGION_SIZE;
-            break;
-        }
+    switch (guarded[row].kind) {
+    case RG_OLD_MMAP: {
+        uint32_t s[6];
+        touches = um_read_mem(tid, v[0], s, sizeof s) != (int)sizeof s || mmap_touches(m, s[0], s[1], s[3]);
+        break;
+    }
+    case RG_MMAP:
+        touches = mmap_touches(m, v[0], v[1], v[3]);
+        break;
+    case RG_RANGE:
+        touches = overlaps(m, v[0], v[1]);
+        break;
+    case RG_MREMAP:
+        touches = overlaps(m, v[0], v[1]) || ((v[3] & MREMAP_FIXED_) && overlaps(m, v[4], v[2]));
+        break;
+    case RG_SHMAT:
+        touches = (v[2] & SHM_REMAP_) && v[1] < m->region + REGION_SIZE;
+        break;
+    case RG_IPC:
+        touches = (v[0] & 0xffff) == IPC_SHMAT_ && (v[2] & SHM_REMAP_) && v[4] < m->region + REGION_SIZE;
+        break;
     }
     return touches ? -EPERM : 0;
 }
 
-/* The calls the filter stops at a low address: per ABI, the number and up
- * to two address arguments (-1: none; both -1: every call of that number). */
-static const struct { int abi; long nr; signed char arg[2]; } guarded[] = {
-    {UM_ABI_X86_64, UM_NR_X86_64_mmap, {0, -1}},     {UM_ABI_X86_64, UM_NR_X86_64_mprotect, {0, -1}},
-    {UM_ABI_X86_64, UM_NR_X86_64_munmap, {0, -1}},   {UM_ABI_X86_64, UM_NR_X86_64_mremap, {0, 4}},
-    {UM_ABI_X86_64, UM_NR_X86_64_madvise, {0, -1}},  {UM_ABI_X86_64, UM_NR_X86_64_shmat, {1, -1}},
-    {UM_ABI_X86_64, UM_NR_X86_64_pkey_mprotect, {0, -1}},
-    {UM_ABI_I386, UM_NR_I386_mmap, {-1, -1}},        {UM_ABI_I386, UM_NR_I386_ipc, {-1, -1}},
-    {UM_ABI_I386, UM_NR_I386_mmap2, {0, -1}},        {UM_ABI_I386, UM_NR_I386_mprotect, {0, -1}},
-    {UM_ABI_I386, UM_NR_I386_munmap, {0, -1}},       {UM_ABI_I386, UM_NR_I386_mremap, {0, 4}},
-    {UM_ABI_I386, UM_NR_I386_madvise, {0, -1}},      {UM_ABI_I386, UM_NR_I386_shmat, {1, -1}},
-    {UM_ABI_I386, UM_NR_I386_pkey_mprotect, {0, -1}},
-};
-
 /* Does some filter of the monitor stop this call for the region? */
 int region_guarded(int abi, uint64_t nr, const uint64_t *args)
 {
-    if (abi == UM_ABI_X32)
-        nr &= ~(uint64_t)X32_BIT;
-    int sabi = abi == UM_ABI_X32 ? UM_ABI_X86_64 : abi;
-    for (size_t i = 0; i < sizeof guarded / sizeof guarded[0]; i++) {
-        if (guarded[i].abi != sabi || guarded[i].nr != (long)nr)
-            continue;
-        if (guarded[i].arg[0] < 0)
+    int i = guarded_row(abi, nr);
+    if (i < 0)
+        return 0;
+    if (guarded[i].arg[0] < 0)
+        return 1;
+    for (int k = 0; k < 2; k++) {
+        int g = guarded[i].arg[k];
+        uint64_t v = g < 0 ? 0 : args[g];
+        if (abi == UM_ABI_I386)
+            v &= 0xffffffff;
+        if (g >= 0 && v != 0 && v >> 32 == 0)
             return 1;
-        for (int k = 0; k < 2; k++) {
-            int g = guarded[i].arg[k];
-            uint64_t v = g < 0 ? 0 : args[g];
-            if (abi == UM_ABI_I386)
-                v &= 0xffffffff;
-            if (g >= 0 && v != 0 && v >> 32 == 0)
-                return 1;
-        }
     }
     return 0;
 }
@@ -314,7 +317,7 @@ int region_guarded(int abi, uint64_t nr, const uint64_t *args)
 void emit_region_guard(struct bpf_buf *b, int abi, uint32_t bias, uint32_t ret)
 {
     const uint32_t nr_off = offsetof(struct seccomp_data, nr);
-    for (size_t i = 0; i < sizeof guarded / sizeof guarded[0]; i++) {
+    for (int i = 0; i < NGUARDED; i++) {
         if (guarded[i].abi != (abi == UM_ABI_X32 ? UM_ABI_X86_64 : abi))
             continue;
         uint32_t nr = (uint32_t)guarded[i].nr | bias;
