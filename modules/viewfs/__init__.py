@@ -115,33 +115,38 @@ class ReadOnlyMount(ViewfsMount):
                                   if path else errno.EROFS)
             return super().enter(call)
         if call.writes():
-            reals, bad = self._reals(call), readonly.unreadable(call)
+            (reals, others), bad = self._reals(call), readonly.unreadable(call)
             if reals or bad and self.target == b"/":
                 flags = None
                 if call.name in OPENS:
                     flags = call.open_flags()
-                err = readonly.refusal(call, reals, flags, bad)
+                err = readonly.refusal(call, reals, flags, bad, others)
                 if err:
                     return Skip.errno(err)
         return CONTINUE if self.source == self.target else super().enter(call)
 
     def _reals(self, call):
-        """{path slot: its real path} for the path arguments under the
-        mount, as written (its ".", ".." and trailing "/" kept: the kernel's
-        checks need them), made absolute."""
-        out = {}
+        """({path slot: its real path} for the path arguments under the
+        mount, {path slot: path} for those elsewhere), as written (".",
+        ".." and a trailing "/" kept: the kernel's checks need them), made
+        absolute."""
+        out, others = {}, {}
         for slot, path in enumerate(LayeredMount._paths(call)):
-            if path is None or self.relative(path) is None:
+            if path is None:
                 continue
             index = call.path_indices[slot]
             raw = call.read_string(index) if call.args[index] else b""
             if raw and not raw.startswith(b"/"):
                 base = call.base(slot)
                 raw = base.rstrip(b"/") + b"/" + raw if base is not None else b""
+            if self.relative(path) is None:
+                if raw:
+                    others[slot] = raw
+                continue
             lit = self.literal_relative(raw) if raw else None
             rel = lit if lit is not None else self.relative(path) + (b"/" if raw.endswith(b"/") else b"")
             out[slot] = self._real(rel)
-        return out
+        return out, others
 
 
 class MountControl(Engine):

@@ -40,7 +40,7 @@ import stat
 import struct
 import tempfile
 
-from umview import core, janitor, layerdiff, layerfmt, longpath
+from umview import core, janitor, layerdiff, layerfmt, longpath, namei
 from umview.engine import CONTINUE, CONTINUE_AFTER, Skip
 from umview.openflags import O_ACCMODE, O_CREAT, O_EXCL, O_PATH, O_RDWR, O_TRUNC, O_WRONLY, WRITES, is_tmpfile
 from umview.pathwalk import dotted, lstat_plain
@@ -198,6 +198,20 @@ def probe_memo(call, layers):
 def forget_probes(call, layers):
     """Drop what probe_memo remembers of layers for call."""
     call.state(layers).probes = None
+
+
+def _outside_path(call, slot):
+    """Call's path slot, a name on another mount than this one, made
+    absolute as written (a trailing "/" kept); None where the kernel names
+    a file by fd (an empty or NULL path) or the name cannot be read."""
+    index = call.path_indices[slot]
+    if not call.args[index]:
+        return None
+    raw = call.read_string(index)
+    if raw and not raw.startswith(b"/"):
+        base = call.base(slot)
+        raw = base.rstrip(b"/") + b"/" + raw if base is not None else b""
+    return raw or None
 
 
 class Node:
@@ -1223,6 +1237,8 @@ class LayeredMount(RedirectMount):
             return
         ok = call.retval is not None and call.retval >= 0
         st = call.state(self)
+        if getattr(st, "missing", 0) and call.retval in (-errno.EROFS, -errno.EXDEV):
+            call.retval = -st.missing  # _missing
         if not ok:
             for undo in reversed(getattr(st, "undo", ())):
                 try:
@@ -1237,6 +1253,23 @@ class LayeredMount(RedirectMount):
                 after()
 
     # --- helpers ---
+    def _missing(self, call, index, node, raw):
+        """Remove or rename a name the view does not have: the kernel walks
+        the real path and gives its errors (ENOENT, ENOTDIR, ENAMETOOLONG,
+        EACCES) in its order. But do_rmdir, do_unlinkat and do_renameat2
+        check for a read-only mount (EROFS) before they look the last name
+        up, and the real path may lie on one (the real file system, or an
+        older view's ro mount, as under --sandbox=ro), and do_renameat2
+        says EXDEV first when the other name's real path lies on another
+        mount (an upper layer outside that ro mount). This mount is one
+        writable mount, so there the answer is the lookup's: ENOENT, or
+        ENAMETOOLONG for a last name longer than NAME_MAX (the file system's
+        lookup, overlayfs's too)."""
+        self._set(call, index, node.real, raw)
+        last = raw.rstrip(b"/").rpartition(b"/")[2]
+        call.state(self).missing = errno.ENAMETOOLONG if len(last) > NAME_MAX else errno.ENOENT
+        return CONTINUE_AFTER
+
     @staticmethod
     def _set(call, index, real, raw):
         if real != raw:
@@ -1472,7 +1505,9 @@ class LayeredMount(RedirectMount):
         slot, index, rel, raw = s
         rmdir = call.name == "rmdir" or (call.name == "unlinkat" and call.flags & AT_REMOVEDIR)
         node = self._probe(call, rel)
-        if not node.exists or not rel:
+        if not node.exists and rel:
+            return self._missing(call, index, node, raw)
+        if not rel:
             self._set(call, index, node.real, raw)
             return CONTINUE
         if rmdir and not node.is_dir:
@@ -1502,7 +1537,20 @@ class LayeredMount(RedirectMount):
 
     def _rename(self, call, slots):
         if len(slots) < 2:
-            # one side outside this mount: a rename across file systems
+            # one side outside this mount: a rename across file systems,
+            # once do_renameat2 has walked to both parents, old first
+            slot, index, rel, raw = slots[0]
+            for other in (0, 1):
+                if other == slot:
+                    node = self._probe(call, rel)
+                    if not self._probe(call, _parent(rel)[0]).is_dir:
+                        self._set(call, index, node.real, raw)
+                        return CONTINUE  # the kernel's ENOENT, ENOTDIR, in its order
+                    continue
+                path = _outside_path(call, other)
+                err = namei.parent_error(path) if path is not None else 0
+                if err:
+                    raise OSError(err, os.strerror(err))
             raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
         (_, i_old, r_old, raw_old), new = slots[0], slots[1]
         _, i_new, r_new, raw_new = new
@@ -1515,8 +1563,10 @@ class LayeredMount(RedirectMount):
         target = self._probe(call, r_new)
         if not old.exists or not self._probe(call, _parent(r_new)[0]).is_dir:
             # ENOENT, ENOTDIR for either name: the kernel's, in its order
-            self._set(call, i_old, old.real, raw_old)
             self._set(call, i_new, target.real, raw_new)
+            if not old.exists and r_old:
+                return self._missing(call, i_old, old, raw_old)
+            self._set(call, i_old, old.real, raw_old)
             return CONTINUE
         # do_renameat2's checks, in its order
         if flags & RENAME_NOREPLACE and target.exists:
@@ -1603,11 +1653,27 @@ class LayeredMount(RedirectMount):
             and self._writable_lower(self.layers.low(pnode.rel))
 
     def _link(self, call, slots):
-        if len(slots) < 2:
-            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
-        (_, i_old, r_old, raw_old), new = slots[0], slots[1]
         if call.name == "linkat" and call.flags & ~(AT_SYMLINK_FOLLOW | AT_EMPTY_PATH):
             raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+        if len(slots) < 2:
+            # one name outside this mount: do_linkat looks the old name up
+            # first, and refuses a link between two mounts after that
+            slot, index, rel, raw = slots[0]
+            if slot == 0:
+                old = self._probe(call, rel)
+                if not old.exists or raw.endswith(b"/") and not old.is_dir:
+                    self._set(call, index, old.real + (b"/" if raw.endswith(b"/") else b""), raw)
+                    return CONTINUE  # the kernel's ENOENT, ENOTDIR
+            else:
+                path = _outside_path(call, 0)
+                if path is not None:
+                    trailing = path.endswith(b"/")
+                    err = namei.lookup(path, follow=trailing or call.name == "linkat" and call.flags & AT_SYMLINK_FOLLOW,
+                                       directory=trailing)[0]
+                    if err:
+                        raise OSError(err, os.strerror(err))
+            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+        (_, i_old, r_old, raw_old), new = slots[0], slots[1]
         old = self._probe(call, r_old)
         if not old.exists or raw_old.endswith(b"/") and not old.is_dir:
             # ENOENT, ENOTDIR: the kernel's, looking old up first

@@ -52,12 +52,14 @@ def unreadable(call):
     return bad
 
 
-def refusal(call, reals, flags=None, bad=None):
+def refusal(call, reals, flags=None, bad=None, others=None):
     """The errno a read-only file system gives call, whose path slots under
     it are reals ({slot: real path as written, made absolute}); 0 where it
     allows the call. flags: an open's flags (creat's, openat2's read); bad:
-    unreadable(call)."""
-    bad = bad or {}
+    unreadable(call); others: the slots on another mount of the view (the
+    kernel walks them too, in its order, and a rename or link between two
+    mounts is EXDEV)."""
+    bad, others = bad or {}, others or {}
     name = call.name
     names = call.spec.names if call.spec is not None else ()
     if name in TRUNCATES:
@@ -75,7 +77,8 @@ def refusal(call, reals, flags=None, bad=None):
         return bad["target"]  # do_symlinkat: the target first
 
     def parent_error(slot):
-        return bad.get(slot) or (namei.parent_error(reals[slot]) if slot in reals else 0)
+        real = reals.get(slot, others.get(slot))
+        return bad.get(slot) or (namei.parent_error(real) if real is not None else 0)
 
     if name in UNLINKS:
         err = parent_error(0)
@@ -90,20 +93,28 @@ def refusal(call, reals, flags=None, bad=None):
             err = parent_error(slot)
             if err:
                 return err
+        if (0 in others) != (1 in others):
+            return errno.EXDEV  # do_renameat2: the two parents' mounts differ
         if 0 in reals and namei.last_type(reals[0]) != "norm":
             return errno.EBUSY
         if 1 in reals and namei.last_type(reals[1]) != "norm":
             return errno.EEXIST if name == "renameat2" and call.flags & RENAME_NOREPLACE else errno.EBUSY
         return errno.EROFS
     if name in LINKS:
+        # do_linkat: the old name's lookup, filename_create of the new one
+        # (EROFS there on this mount), then EXDEV between two mounts
         if 0 in bad:
             return bad[0]
-        if 0 in reals:
+        old = reals.get(0, others.get(0))
+        if old is not None:
             follow = name == "linkat" and call.flags & AT_SYMLINK_FOLLOW
-            _, _, trailing = namei.split(reals[0])
-            err, st = namei.lookup(reals[0], follow=follow or trailing, directory=trailing)
+            _, _, trailing = namei.split(old)
+            err, st = namei.lookup(old, follow=follow or trailing, directory=trailing)
             if err:
                 return err
+        if 1 not in reals and 1 not in bad:
+            new = others.get(1)
+            return (namei.create_error(new) if new is not None else 0) or errno.EXDEV
     if names:
         # filename_create: the walk, the last component, then the name
         # itself; the write access is taken last

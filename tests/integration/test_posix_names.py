@@ -37,7 +37,11 @@ MODES = {
     "mincow": (["-p", "viewfs,mount={layer}:{base}:mincow"], "{base}"),
     "move": (["-p", "viewfs,mount={base}:{layer}"], "{layer}"),
     "sandbox": (["--sandbox"], "{base}"),
+    "read-only sandbox cwd": (["--sandbox=ro"], "{base}"),
 }
+# modes whose view depends on the directory umview starts in: --sandbox=ro
+# makes it copy-on-write (over the read-only mount of / it is older than)
+IN_CWD = {"read-only sandbox cwd"}
 # moving a directory the lower layer has gives EXDEV in a copy-on-write
 # view, as in overlayfs without redirect_dir (mv then copies): these cases
 # are compared on trees the view made
@@ -68,16 +72,18 @@ def python(user):
     return "python3" if user == "root" else SYSTEM_PY
 
 
-def names(user, what, base, *opts, cases=()):
+def names(user, what, base, *opts, cases=(), cwd=None, env=None):
     """names.py WHAT BASE [CASE...], natively or with umview OPTS ("both":
-    setup, then run, in one view)."""
+    setup, then run, in one view), started in cwd, with env (added)."""
+    if env:
+        env = {**os.environ, **env}
     argv = [python(user), NAMES, what, base, *cases]
     if what == "both":
         argv = ["sh", "-c", f'"$0" "$1" setup "$2" && exec "$0" "$1" run "$2"', python(user), NAMES, base]
     if opts:
-        r = run(umview_for(user, *opts, "--", *argv), timeout=300)
+        r = run(umview_for(user, *opts, "--", *argv), cwd=cwd, env=env, timeout=300)
     else:
-        r = run(as_user(user, argv), timeout=300)
+        r = run(as_user(user, argv), cwd=cwd, env=env, timeout=300)
     assert r.returncode == 0, r.stderr.decode(errors="replace")
     return r.stdout.decode()
 
@@ -106,12 +112,13 @@ def test_names_follow_the_kernels_rules_in_every_view(dirs, made, mode):
     names(user, "setup", native)
     want = by_case(names(user, "run", native))
     opts, where = view_opts(mode, base, layer)
+    cwd = where if mode in IN_CWD else None
     if made == "in the view":
-        got = by_case(names(user, "both", where, *opts))
+        got = by_case(names(user, "both", where, *opts, cwd=cwd))
     else:
         names(user, "setup", base)
-        got = by_case(names(user, "run", where, *opts))
-        if mode in ("cow of /", "cow", "sandbox"):
+        got = by_case(names(user, "run", where, *opts, cwd=cwd))
+        if mode in ("cow of /", "cow", "sandbox", *IN_CWD):
             for case in LOWER_DIR_MOVES:
                 assert got.pop(case)[0] == f"{case}: EXDEV"
                 want.pop(case)
@@ -141,14 +148,23 @@ def test_a_read_only_view_answers_as_a_read_only_mount(dirs):
     user, native, base, layer = dirs
     if shutil.which("unshare") is None:
         pytest.skip("needs unshare (util-linux) for the native read-only mount")
-    names(user, "setup", native)
-    argv = as_user(user, [python(user), NAMES, "run", native])
+    # calls between the read-only mount and a writable one (progs/names.py
+    # ACROSS): the directory the sandbox starts in, copy-on-write
+    others = [os.path.join(os.path.dirname(native), n) for n in ("native-other", "view-other")]
+    for d in others:
+        os.mkdir(d)
+        if user != "root":
+            os.chown(d, NOBODY, NOBODY)
+    names(user, "setup", native, env={"NAMES_OTHER": others[0]})
+    argv = as_user(user, ["env", f"NAMES_OTHER={others[0]}", python(user), NAMES, "run", native])
     ro = f"mount --bind {native} {native} && mount -o remount,bind,ro {native} && exec \"$@\""
     r = run(["unshare", "-m", "sh", "-c", ro, "sh", *argv], timeout=300)
     assert r.returncode == 0, r.stderr.decode(errors="replace")
     want = by_case(r.stdout.decode())
-    names(user, "setup", base)
-    assert by_case(names(user, "run", base, "--sandbox=ro")) == want
+    assert want["across link to"][0] == "across link to: EXDEV"
+    names(user, "setup", base, env={"NAMES_OTHER": others[1]})
+    got = names(user, "run", base, "--sandbox=ro", cwd=others[1], env={"NAMES_OTHER": others[1]})
+    assert by_case(got) == want
 
 
 @pytest.mark.parametrize("dirs", ["root", "nobody"], indirect=True)

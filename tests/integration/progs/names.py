@@ -167,6 +167,17 @@ CASES = {
     "link dir": lambda: os.link("d", "x"),
     "link existing": lambda: os.link("f", "d/file"),
     "link missing parent": lambda: os.link("f", "nope/x"),
+    # removing or renaming a name that is not there: ENOENT (ENAMETOOLONG
+    # past NAME_MAX) on a writable file system, EROFS on a read-only one
+    # (do_rmdir, do_unlinkat and do_renameat2 check the mount first)
+    "unlink missing": lambda: os.unlink("nope"),
+    "rmdir missing": lambda: os.rmdir("d/nope"),
+    "rename missing": lambda: os.rename("nope", "x"),
+    "rename missing noreplace": lambda: _renameat2("d/nope", "x", RENAME_NOREPLACE),
+    "unlink missing too long": lambda: os.unlink(L255 + "x"),
+    "rmdir missing too long": lambda: os.rmdir("d/" + L255 + "x"),
+    "rename missing too long": lambda: os.rename(L255 + "x", "x"),
+    "link missing": lambda: os.link("nope", "x"),
     # the names of NAME_MAX bytes
     "long unlink": lambda: os.unlink(L255),
     "long rename": lambda: os.rename(L255, "d/" + L255),
@@ -190,6 +201,31 @@ CASES = {
     "dir remade": lambda: (os.unlink("d/file"), os.rmdir("d/sub"), os.rmdir("d"), os.mkdir("d"), os.listdir("d")),
     "dir renamed over removed": lambda: (os.unlink("d/file"), os.rmdir("d/sub"), os.rmdir("d"),
                                          os.rename("e", "d"), os.listdir("d")),
+}
+
+
+# with NAMES_OTHER, a writable directory on another mount: a rename between
+# two mounts is EXDEV once both parents are found (before the lookup of the
+# old name); a link looks the old name up first
+OTHER = os.environ.get("NAMES_OTHER", "")
+
+
+def _made(path):
+    with open(path, "w") as f:
+        f.write("other\n")
+    return path
+
+
+ACROSS = {
+    "across rename to": lambda: os.rename("f", OTHER + "/rename-to"),
+    "across rename missing to": lambda: os.rename("nope", OTHER + "/rename-missing-to"),
+    "across rename missing parent to": lambda: os.rename("f", OTHER + "/nope/x"),
+    "across rename from": lambda: os.rename(_made(OTHER + "/rename-from"), "x"),
+    "across rename missing from": lambda: os.rename(OTHER + "/nope", "x"),
+    "across link to": lambda: os.link("f", OTHER + "/link-to"),
+    "across link missing to": lambda: os.link("nope", OTHER + "/link-missing-to"),
+    "across link file slash to": lambda: os.link("f/", OTHER + "/link-slash-to"),
+    "across link missing from": lambda: os.link(OTHER + "/nope", "x"),
 }
 
 
@@ -236,14 +272,14 @@ def result(fn):
 
 def main(argv):
     what, base = argv[1], argv[2]
-    cases = argv[3:] or list(CASES)
+    cases = argv[3:] or list(CASES) + (list(ACROSS) if OTHER else [])
     for i, name in enumerate(cases):
         top = os.path.join(base, str(i))
         if what == "setup":
             tree(top, deep="path max" in name)
             continue
         os.chdir(top)
-        print(f"{name}: {result({**CASES, **DEVICES}[name])}")
+        print(f"{name}: {result({**CASES, **DEVICES, **ACROSS}[name])}")
         os.chdir(base)
         try:
             lines = listing(top)
