@@ -15,7 +15,7 @@
 import errno
 import os
 
-from umview import CONTINUE, CONTINUE_AFTER, Engine, Skip
+from umview import CONTINUE, CONTINUE_AFTER, Engine, Skip, calls
 
 UTSNAME_FIELD = 65  # struct utsname: six char[65] fields; nodename is the second
 
@@ -23,8 +23,12 @@ UTSNAME_FIELD = 65  # struct utsname: six char[65] fields; nodename is the secon
 class LyingEngine(Engine):
     name = "lying"
     description = "lies about getpid and the nodename, protects a path, aliases a file"
-    syscalls = frozenset({"getpid", "uname"})
-    path_syscalls = frozenset({"unlink", "unlinkat", "rmdir", "open", "openat", "openat2"})
+    # the calls it answers, each its own way (one name per handler), and the
+    # path calls of two classes of the syscall table: a call the table adds
+    # to a class joins at once
+    handlers = {"getpid": "_getpid", "uname": "_uname"}
+    syscalls = frozenset(handlers)
+    path_syscalls = calls("unlinks", "opens")
 
     def __init__(self):
         self.pid = int(os.environ.get("LYING_PID", "4242"))
@@ -35,18 +39,22 @@ class LyingEngine(Engine):
         self.prefixes = (self.protect, self.alias)
 
     def enter(self, call):
-        if call.name == "getpid":
-            return Skip(self.pid)
-        if call.name == "uname":
-            return CONTINUE_AFTER
+        if call.name in self.handlers:
+            return getattr(self, self.handlers[call.name])(call)
         path = call.paths()[0]
-        if call.name in ("unlink", "unlinkat", "rmdir"):
+        if call.of_class("unlinks"):
             if path == self.protect or (path or b"").startswith(self.protect + b"/"):
                 return Skip.errno(errno.EPERM)
             return CONTINUE
         if path == self.alias:
             call.set_arg("path", self.target)  # arguments by name: the same on every ABI
         return CONTINUE
+
+    def _getpid(self, call):
+        return Skip(self.pid)
+
+    def _uname(self, call):
+        return CONTINUE_AFTER  # the nodename is changed at exit
 
     def exit(self, call):
         if call.name == "uname" and call.retval == 0:

@@ -49,6 +49,7 @@ import time as _time
 from umview import auxv, core, fdpass
 from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip
 from umview.service import Module
+from umview.syscalls import calls
 
 log = logging.getLogger("umview")
 
@@ -78,8 +79,8 @@ FUTEX_REALTIME_OPS = _futex_ops()
 #: calls that only read the clock: their result is shifted at exit
 READS = {"clock_gettime": "tp", "clock_gettime64": "tp", "gettimeofday": "tv", "time": "tloc"}
 #: calls that set it: the view's clock is set instead
-SETS = frozenset({"clock_settime", "clock_settime64", "settimeofday", "stime"})
-ADJUSTS = frozenset({"adjtimex", "clock_adjtime", "clock_adjtime64"})
+SETS = calls("clock-sets")
+ADJUSTS = calls("clock-adjusts")
 #: calls with an absolute deadline: name -> (argument of the deadline, offset of
 #: the timespec in the structure it points to, in timespecs)
 DEADLINES = {
@@ -91,15 +92,13 @@ DEADLINES = {
     "mq_timedsend": ("abs_timeout", 0), "mq_timedsend_time64": ("abs_timeout", 0),
     "mq_timedreceive": ("abs_timeout", 0), "mq_timedreceive_time64": ("abs_timeout", 0),
 }
-#: new calls that take 64-bit times on every ABI, whatever their name
-TIME64 = frozenset({"futex_wait", "futex_waitv"})
 
 
 def word(call):
     """The struct format letter of a time_t (and of a timespec's nanoseconds)
     for the call: i386's old calls take 32 bits, its *64/*_time64 calls and
-    every call of x86_64 and x32 64 bits."""
-    return "i" if call.abi == "i386" and not call.name.endswith("64") and call.name not in TIME64 else "q"
+    every call of x86_64 and x32 64 bits (the table's class time64)."""
+    return "i" if call.abi == "i386" and not call.of_class("time64") else "q"
 
 
 def wrap(value, fmt):
@@ -146,8 +145,6 @@ class TimeEngine(Engine):
     events (the vDSO is hidden from each new program)."""
 
     name = "time"
-    syscalls = SETS | ADJUSTS | frozenset({"gettimeofday", "time", "mq_timedsend", "mq_timedreceive",
-                                           "mq_timedsend_time64", "mq_timedreceive_time64"})
     # only the calls that read or wait for a realtime clock stop
     value_syscalls = {
         "clock_gettime": (0, REALTIME_CLOCKS), "clock_gettime64": (0, REALTIME_CLOCKS),
@@ -158,6 +155,8 @@ class TimeEngine(Engine):
         "futex": (1, FUTEX_REALTIME_OPS), "futex_time64": (1, FUTEX_REALTIME_OPS),
         "futex_wait": (5, frozenset({CLOCK_REALTIME})), "futex_waitv": (4, frozenset({CLOCK_REALTIME})),
     }
+    # those whose arguments do not say which clock stop always
+    syscalls = SETS | ADJUSTS | frozenset((set(READS) | set(DEADLINES)) - set(value_syscalls))
 
     def __init__(self, clock):
         self.clock = clock
@@ -234,7 +233,7 @@ class TimeEngine(Engine):
         """clock_settime(CLOCK_REALTIME), settimeofday, stime: the view's
         clock, with the kernel's errors in the kernel's order."""
         w = word(call)
-        if call.name in ("clock_settime", "clock_settime64"):
+        if "clock" in call.spec.by_name:  # clock_settime
             if core.signed32(call.clock) != CLOCK_REALTIME:
                 return CONTINUE  # the kernel's: EINVAL for the clocks no one sets, a device clock its own
             sec, nsec = struct.unpack("<" + w + w, call.read_mem(call.tp, struct.calcsize(w + w)))
@@ -333,9 +332,9 @@ class TimeEngine(Engine):
         if name.startswith("clock_nanosleep"):
             clock = core.signed32(call.clock)
             return clock if call.flags & TIMER_ABSTIME and clock in REALTIME_CLOCKS else None
-        if name in ("futex", "futex_time64"):
+        if "op" in call.spec.by_name:  # futex(2): the op says which clock
             return CLOCK_REALTIME if core.signed32(call.op) in FUTEX_REALTIME_OPS else None
-        if name in TIME64:
+        if "clockid" in call.spec.by_name:  # futex_wait, futex_waitv
             return CLOCK_REALTIME if core.signed32(call.clockid) == CLOCK_REALTIME else None
         if name.startswith("mq_timed"):
             return CLOCK_REALTIME

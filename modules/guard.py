@@ -75,44 +75,41 @@ from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip, under_any
 from umview.openflags import O_ACCMODE
 from umview.pathwalk import plain_path
 from umview.service import Module
-from umview.syscalls import PATH_SYSCALLS
+from umview.syscalls import PATH_SYSCALLS, calls
 
 log = logging.getLogger("umview")
 
 CLONE_NEWNS = 0x00020000
 OPEN_TREE_CLONE = 1
 
-MOUNTS = frozenset({"mount", "umount", "umount2", "pivot_root", "fsopen", "fspick", "fsmount",
-                    "move_mount", "mount_setattr", "open_tree", "open_tree_attr"})
-ROOT = frozenset({"chroot", "setns"})
-MACHINE = frozenset({"acct", "swapon", "swapoff", "reboot", "kexec_load", "kexec_file_load",
-                     "init_module", "finit_module", "delete_module"})
+MOUNTS = calls("mounts")
+ROOT = calls("roots")
+MACHINE = calls("admin")
 # what lets a process hold others up: a page fault it answers (the monitor
 # reading a path there waits with every process of the view), a permission
 # event on the host's files that waits for its answer
-HOST = frozenset({"userfaultfd", "fanotify_init"})
+HOST = calls("host-waits")
 USERFAULTFD_DEV = b"/dev/userfaultfd"  # userfaultfd by an ioctl on this device
-OPEN_CALLS = frozenset({"open", "openat", "openat2", "creat"})
 # what Landlock's scopes (ABI 6, Linux 6.12) keep inside a sandbox, which
 # the view refuses itself where the kernel is older (outside=...)
 SIGNALS = {"kill": 0, "tkill": 0, "tgkill": 0, "rt_sigqueueinfo": 0, "rt_tgsigqueueinfo": 0,
            "pidfd_send_signal": None}  # the argument naming the process (None: a pidfd)
 ADDRESSED = {"connect": (1, 2), "sendto": (4, 5)}  # (address, its length) argument indices
-MESSAGES = frozenset({"sendmsg", "sendmmsg"})
+MESSAGES = calls("msghdrs")
 AF_UNIX = 1
 # the calls that reach another process's memory or fds by its pid (argument 0)
-BY_PID = ("process_vm_readv", "process_vm_writev", "pidfd_open")
+BY_PID = calls("by-pid")
 # what a process may not open in the monitor's /proc/PID (or task/TID)
 MONITOR_FILES = rb"(?:task/[0-9]+/)?(?:mem|environ|pagemap|map_files|fd)(?:/.*)?"
 # any process's memory file, and the opens that could write through it
 PROC_MEM = re.compile(rb"/proc/[^/]+/(?:task/[^/]+/)?mem\Z", re.S)
-OPENS = frozenset({"open", "openat", "openat2", "creat"})
+OPENS = calls("opens")
 # read-only, as container runtimes mount them; the devices' directory
 READ_ONLY = (b"/proc/sys", b"/sys")
 DEV, PTS = b"/dev", b"/dev/pts"
 # where a path is only looked at, never changed (access(W_OK) writes nothing)
-LOOKS = frozenset({"access", "faccessat", "faccessat2"})
-MKNODS = frozenset({"mknod", "mknodat"})
+LOOKS = calls("accesses")
+MKNODS = calls("mknods")
 # character devices mknod may make: (major, minor)
 SAFE_CHR = frozenset({(1, 3), (1, 5), (1, 7), (1, 8), (1, 9), (5, 0), (5, 1), (5, 2)})
 
@@ -183,7 +180,7 @@ class Guard(Engine):
     def _uffd_dev(call):
         """Does the call open /dev/userfaultfd (any flags: its ioctl makes a
         userfaultfd whatever the fd's mode)?"""
-        return call.name in OPEN_CALLS and USERFAULTFD_DEV in call.paths()
+        return call.name in OPENS and USERFAULTFD_DEV in call.paths()
 
     @staticmethod
     def _pseudo(call):
@@ -262,7 +259,7 @@ class Guard(Engine):
                 self.told.add(name)
                 log.warning("guard: %s of the monitor's process refused", name)
             return Skip.errno(errno.EPERM if name in BY_PID else errno.EACCES)
-        if name in ("open_tree", "open_tree_attr") and not call.args[2] & OPEN_TREE_CLONE:
+        if name in calls("open-trees") and not call.args[2] & OPEN_TREE_CLONE:
             return CONTINUE  # an O_PATH fd of the tree, as open(O_PATH): the path engines had it
         if name == "setns" and not self._mount_ns(call):
             return CONTINUE

@@ -35,6 +35,7 @@ from umview import core, fdpass
 from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip
 from umview.openflags import O_DIRECTORY, O_PATH, writes
 from umview.service import Module
+from umview.syscalls import calls
 
 log = logging.getLogger("umview")
 
@@ -65,7 +66,7 @@ class UnameEngine(Engine):
 
     name = "uname"
     syscalls = frozenset({*LAYOUTS, *SETTERS})
-    path_syscalls = frozenset({"open", "openat", "openat2", "creat"})
+    path_syscalls = calls("opens")
     prefixes = tuple(PROC_FILES)
 
     def __init__(self, values):

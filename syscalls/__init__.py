@@ -18,10 +18,10 @@ from functools import lru_cache
 from umview.syscalls import table
 from umview.syscalls.table import (ALWAYS, AT_EMPTY_PATH, AT_FDCWD, AT_SYMLINK_FOLLOW,
                                    AT_SYMLINK_NOFOLLOW, EMPTY_PATH_FLAGS, I386_VARIANTS, READ_ONLY,
-                                   WRITES, X32_VARIANTS, nofollow_rule)
+                                   WRITES, X32_VARIANTS, calls, nofollow_rule)
 
 __all__ = ["ABIS", "ALWAYS", "AT_EMPTY_PATH", "AT_FDCWD", "AT_SYMLINK_FOLLOW", "AT_SYMLINK_NOFOLLOW",
-           "Arg", "EMPTY_PATH_FLAGS", "FD_SYSCALLS", "PATH_SYSCALLS", "READ_ONLY", "Spec", "WRITES",
+           "Arg", "EMPTY_PATH_FLAGS", "calls", "FD_SYSCALLS", "PATH_SYSCALLS", "READ_ONLY", "Spec", "WRITES",
            "follows_last", "nofollow_rule", "path_args", "spec", "trace_classes", "variants"]
 
 #: the ABIs an x86_64 tracer meets, as ``arch`` names them
@@ -76,6 +76,8 @@ class Spec:
         self.names = table.NAMES.get(name, ())
         self.nofollow = tuple(nofollow_rule(name, p) for p, _ in self.path_slots)
         self.empty_path_flags = EMPTY_PATH_FLAGS.get(name)
+        #: the row's classes (syscalls.table: "opens", "execs", ...)
+        self.classes = table.BY_NAME[name].classes if name in table.BY_NAME else frozenset()
 
     def follows(self, slot, args):
         """Does the call follow a symlink in the last component of path

@@ -1,13 +1,25 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""The syscall table: what each system call's arguments are, per neutral name.
+"""The syscall table: one row per system call, by neutral name.
 
 The one source of truth for what a call means to umview (data only; the
-derived views are in ``syscalls/__init__.py``): the kind and name of each
-argument, which calls write the file system, which do not follow a symlink in
-their last component, which take AT_EMPTY_PATH, the strace-like trace classes,
-and the i386 and x32 variants of each call. The C core's tables, the engines'
-claim sets, docs/path-syscalls.md and the trace engine's classes are all
-derived from it. Syscall numbers and register maps per ABI live in ``arch/``.
+derived views are in ``syscalls/__init__.py``), in the spirit of strace's
+``syscallent.h`` and VUOS's ``vu_syscalls.conf``. Each row of ``ROWS`` holds:
+
+- the call's arguments, kind and name (``"dirfd path oflags int:mode"``);
+- its classes: what it does, for the modules that ask (``calls("opens")``)
+  instead of spelling out names, and strace's trace classes TP and TN (TF
+  and TD follow from the kinds: a path, an fd);
+- its nofollow rule per path, its write rule, the path slots that name an
+  entry it makes, removes or renames, the flags argument that may carry
+  AT_EMPTY_PATH;
+- its i386 layout where it differs, the i386-only names that do its job, and
+  whether only i386 has it;
+- a support note where umview does something of its own with it.
+
+Every set of call names in the project is derived from the rows: the C core's
+tables, the engines' claim sets, docs/path-syscalls.md, the trace classes and
+the modules' classes. Syscall numbers and register maps per ABI live in
+``arch/``.
 
 Hand-written data. A first draft came from python-ptrace's prototypes; every call that
 carries a path or an fd was then checked against its man page and the kernel's
@@ -23,12 +35,20 @@ SYSCALL_DEFINE. Kinds:
     ptr     other pointer
     int     other integer
 
-SIGNATURES is ABI-neutral (x86_64 and x32 argument order). On i386 a 64-bit argument
-takes two registers and a few old calls share a name but take one struct pointer:
-I386_SIGNATURES overrides those, and I386_PATH_ARGS / I386_FD_ARGS follow it.
+An argument is named after its kind (path, dirfd, fd, flags for oflags and atflags,
+string for str, ptr, argN for a plain int; a kind seen twice gets a 2 on the second:
+path, path2) unless the row names it (``int:mode``). Engines read arguments by name
+(``call.mode``, ``call.flags``), whatever the ABI.
+
+The argument order is x86_64's and x32's. On i386 a 64-bit argument takes two
+registers (low word first: NAME_lo, NAME_hi, which ``call.NAME`` joins) and the old
+'mmap' (old_mmap) and 'select' (old_select) take one pointer to a block holding the
+real arguments: ``i386=`` gives those layouts.
 Note AT_EMPTY_PATH with "" and a NULL path for utimensat/fanotify_mark/fsconfig: the
 call then acts on the dirfd itself; the engine decides, not this table.
 """
+from functools import lru_cache
+from typing import NamedTuple
 
 AT_FDCWD = -100
 AT_SYMLINK_NOFOLLOW = 0x100
@@ -38,523 +58,718 @@ O_CREAT = 0o100
 O_EXCL = 0o200
 O_NOFOLLOW = 0o400000
 
-_ = ()  # no arguments
+# How a call decides not to follow a symlink in the last component of its path(s)
+# (``nofollow=``). A call without one always follows. Rules:
+#   ("always",)               never follows (acts on the link, or creates the name)
+#   ("if_set", arg, mask)     does not follow when args[arg] & mask
+#   ("unless_set", arg, mask) follows only when args[arg] & mask
+#   ("oflags", arg)           O_NOFOLLOW in args[arg], or O_CREAT|O_EXCL both set
+#   ("open_how", arg)         struct open_how at args[arg]: O_NOFOLLOW in .flags or
+#                             RESOLVE_NO_SYMLINKS in .resolve (the caller reads it)
+# A rule applies to every path argument of the call unless ``nofollow_arg=`` (path
+# argument index -> rule) overrides it for one.
+#
+# Path calls that may modify the file system (``writes=``): under a layered mount
+# (viewfs merge, cow, mincow) the C core hands these to Python, which copies up or
+# records a whiteout; every other path call there runs on the real (lower) tree
+# natively. Rules (UM_WRITE_* of umview/core.h):
+#   ("always",)          the call writes whenever it succeeds
+#   ("oflags", arg)      open flags in args[arg]: writes iff O_WRONLY, O_RDWR, O_CREAT or
+#                        O_TRUNC is set (O_TMPFILE carries O_WRONLY or O_RDWR)
+#   ("open_how", arg)    the same flags, in the struct open_how args[arg] points to
+#   ("access", arg)      an access(2) mode in args[arg]: counts iff W_OK, whose answer
+#                        is the copy's where a write would copy up
+# Judgement calls: mount, umount, pivot_root, move_mount, mount_setattr and fspick change
+# what the tree looks like; acct and swapon write into their file; swapoff and quotactl
+# change the state of a file or device. Writes: they go to the module that decides.
+# chroot, chdir, execve and uselib only read; so do inotify/fanotify marks, open_tree
+# (a detached copy) and name_to_handle_at. Those are of class "reads": a path call must
+# be of one side or the other (a unit test checks).
+#
+# ``names=``: the path slots (0: the call's first path argument, 1: its second) that
+# name an entry the call makes, removes or renames. The kernel walks their parent and
+# checks the last component itself (fs/namei.c, filename_parentat and
+# filename_create): "." and ".." there fail (rmdir: EINVAL, ENOTEMPTY; unlink: EISDIR;
+# rename: EBUSY; a call that makes the name: EEXIST), so does "/" (EBUSY), and a mount
+# point is busy. A view must not turn "d/." into "d" for them.
+#
+# ``empty_path=``: the index of the flags argument that may carry AT_EMPTY_PATH: an
+# empty path then means the dirfd itself.
+#
+# ``i386_variants=``: i386-only names doing the call's job with another layout or
+# number, so that an engine claiming the x86_64 name also traps these on i386.
+# Same-named calls with an old layout (i386 'mmap' = old_mmap, 'select' = old_select)
+# have an ``i386=`` layout instead. socketcall and ipc multiplex a whole family each.
+# ``only="i386"``: i386 names with no x86_64 counterpart (never implemented, or without
+# an x86_64 equivalent). x32's names are a subset of x86_64's (its calls 512-547 have
+# x86_64 names with x32 layouts and numbers): nothing to say for it today.
+#
+# Classes (``calls(CLASS)`` in syscalls/__init__.py):
+#   opens, mkdirs, mknods, symlinks, links, unlinks, renames      make, remove, rename names
+#   truncates, chmods, chowns, utimes, xattr-writes              change a file's data or metadata
+#   metadata (chmods, chowns, utimes, xattr-writes, file_setattr)
+#   null-is-fd (a NULL path names the dirfd's file; elsewhere it is EFAULT)
+#   stats, accesses, readlinks                                    look at a name
+#   stat64s (i386's calls that fill a struct stat64), oldstats (__old_kernel_stat)
+#   execs, exits, waits                                           a process's life
+#   set-ids (the set*id calls), creds (those and every call that changes what the
+#   process may do: capset, unshare, setns, landlock_restrict_self), get-ids
+#   classic-mounts (mount(2), umount2(2) and i386's umount: by type and target)
+#   mounts, sockaddrs (bind and connect: an AF_UNIX path), clock-sets, clock-adjusts
+#   time64 (takes 64-bit times on i386 too: its *64 and *_time64 calls, futex2's)
+#   utimens (utimensat's timespecs: UTIME_NOW, UTIME_OMIT), chdirs (the cwd changes)
+#   socknames (a socket address comes back), bypasses (reach files past their paths)
+#   open-trees (open_tree and open_tree_attr: an fd of a mount tree, or a detached copy)
+#   roots (chroot, setns: the root or mount namespace becomes one the caller names)
+#   admin (the machine's own administration: accounting, swap, reboot, kexec, modules)
+#   host-waits (the caller answers others' faults or file events: they wait for it)
+#   by-pid (argument 0 names another process, whose memory or fds the call reaches)
+#   msghdrs (sends with a struct msghdr, whose name may be an address)
+#   cwd (its path becomes the cwd), reads (a path call that writes nothing)
+#   reads-data, writes-data (read and pread64, write and pwrite64: a buffer and its count)
+#   mmaps (mmap, mmap2), returns-addr (the result is an address), returns-mode (umask)
+#   TP, TN                                                        strace's %process, %network
+ALWAYS = ("always",)
 
-SIGNATURES: dict[str, tuple[str, ...]] = {
+
+class Row(NamedTuple):
+    name: str
+    args: tuple          # ((kind, name or None), ...)
+    classes: frozenset
+    nofollow: tuple | None
+    nofollow_arg: dict   # path argument index -> rule
+    writes: tuple | None
+    names: tuple
+    empty_path: int | None
+    i386: tuple | None   # ((kind, name or None), ...) where i386 lays the call out otherwise
+    i386_variants: tuple
+    only: str | None
+    note: str | None
+
+
+def _args(text):
+    return tuple((a.partition(":")[0], a.partition(":")[2] or None) for a in text.split())
+
+
+def R(name, args="", classes="", *, nofollow=None, nofollow_arg=None, writes=None, names=(), empty_path=None,
+      i386=None, i386_variants="", only=None, note=None):
+    """One row of ROWS (see the module docstring)."""
+    return Row(name, _args(args), frozenset(classes.split()), nofollow, nofollow_arg or {}, writes, names,
+               empty_path, _args(i386) if i386 is not None else None, tuple(i386_variants.split()), only,
+               note)
+
+
+_ = ""  # no arguments
+
+ROWS: tuple[Row, ...] = (
     # --- paths: open/create --------------------------------------------------------
-    "open": ("path", "oflags", "int"),
-    "openat": ("dirfd", "path", "oflags", "int"),
-    "openat2": ("dirfd", "path", "ptr", "int"),  # struct open_how *, size
-    "creat": ("path", "int"),
-    "open_by_handle_at": ("fd", "ptr", "oflags"),
-    "name_to_handle_at": ("dirfd", "path", "ptr", "ptr", "atflags"),
-    "mkdir": ("path", "int"),
-    "mkdirat": ("dirfd", "path", "int"),
-    "mknod": ("path", "int", "int"),
-    "mknodat": ("dirfd", "path", "int", "int"),
+    R("open", "path oflags int:mode", "opens", nofollow=("oflags", 1), writes=("oflags", 1)),
+    R("openat", "dirfd path oflags int:mode", "opens", nofollow=("oflags", 2), writes=("oflags", 2)),
+    # struct open_how *, size
+    R("openat2", "dirfd path ptr:how int:size", "opens", nofollow=("open_how", 2), writes=("open_how", 2)),
+    R("creat", "path int:mode", "opens", writes=ALWAYS),
+    R("open_by_handle_at", "fd:mount_fd ptr:handle oflags", "bypasses"),
+    R("name_to_handle_at", "dirfd path ptr:handle ptr:mount_id atflags", "reads",
+       nofollow=("unless_set", 4, AT_SYMLINK_FOLLOW), empty_path=4),
+    R("mkdir", "path int:mode", "mkdirs", nofollow=ALWAYS, writes=ALWAYS, names=(0,)),
+    R("mkdirat", "dirfd path int:mode", "mkdirs", nofollow=ALWAYS, writes=ALWAYS, names=(0,)),
+    R("mknod", "path int:mode int:dev", "mknods", nofollow=ALWAYS, writes=ALWAYS, names=(0,)),
+    R("mknodat", "dirfd path int:mode int:dev", "mknods", nofollow=ALWAYS, writes=ALWAYS, names=(0,)),
     # --- paths: stat and access ----------------------------------------------------
-    "stat": ("path", "ptr"),
-    "lstat": ("path", "ptr"),
-    "oldstat": ("path", "ptr"),
-    "oldlstat": ("path", "ptr"),
-    "stat64": ("path", "ptr"),
-    "lstat64": ("path", "ptr"),
-    "newfstatat": ("dirfd", "path", "ptr", "atflags"),
-    "fstatat64": ("dirfd", "path", "ptr", "atflags"),
-    "statx": ("dirfd", "path", "atflags", "int", "ptr"),
-    "statfs": ("path", "ptr"),
-    "statfs64": ("path", "int", "ptr"),
-    "access": ("path", "int"),
-    "faccessat": ("dirfd", "path", "int"),  # the kernel call has no flags argument
-    "faccessat2": ("dirfd", "path", "int", "atflags"),
-    "readlink": ("path", "ptr", "int"),
-    "readlinkat": ("dirfd", "path", "ptr", "int"),
-    "getcwd": ("ptr", "int"),  # output buffer
+    R("stat", "path ptr:statbuf", "stats reads", i386_variants="stat64 oldstat"),
+    R("lstat", "path ptr:statbuf", "stats reads", nofollow=ALWAYS, i386_variants="lstat64 oldlstat"),
+    R("oldstat", "path ptr:statbuf", "stats reads oldstats"),
+    R("oldlstat", "path ptr:statbuf", "stats reads oldstats", nofollow=ALWAYS),
+    R("stat64", "path ptr:statbuf", "stats reads stat64s"),
+    R("lstat64", "path ptr:statbuf", "stats reads stat64s", nofollow=ALWAYS),
+    R("newfstatat", "dirfd path ptr:statbuf atflags", "stats reads",
+       nofollow=("if_set", 3, AT_SYMLINK_NOFOLLOW), empty_path=3, i386_variants="fstatat64"),
+    R("fstatat64", "dirfd path ptr:statbuf atflags", "stats reads stat64s",
+       nofollow=("if_set", 3, AT_SYMLINK_NOFOLLOW), empty_path=3),
+    R("statx", "dirfd path atflags int:mask ptr:statxbuf", "reads",
+       nofollow=("if_set", 2, AT_SYMLINK_NOFOLLOW), empty_path=2),
+    R("statfs", "path ptr:buf", "reads", i386_variants="statfs64"),
+    R("statfs64", "path int:size ptr:buf", "reads"),
+    R("access", "path int:mode", "accesses", writes=("access", 1)),
+    # the kernel call has no flags argument
+    R("faccessat", "dirfd path int:mode", "accesses", writes=("access", 2)),
+    R("faccessat2", "dirfd path int:mode atflags", "accesses",
+       nofollow=("if_set", 3, AT_SYMLINK_NOFOLLOW), writes=("access", 2), empty_path=3),
+    R("readlink", "path ptr:buf int:size", "readlinks reads", nofollow=ALWAYS),
+    R("readlinkat", "dirfd path ptr:buf int:size", "readlinks reads", nofollow=ALWAYS),
+    R("getcwd", "ptr:buf int:size"),  # output buffer
     # --- paths: change attributes ---------------------------------------------------
-    "chmod": ("path", "int"),
-    "fchmodat": ("dirfd", "path", "int"),  # no flags: always follows
-    "fchmodat2": ("dirfd", "path", "int", "atflags"),
-    "chown": ("path", "int", "int"),
-    "lchown": ("path", "int", "int"),
-    "chown32": ("path", "int", "int"),
-    "lchown32": ("path", "int", "int"),
-    "fchownat": ("dirfd", "path", "int", "int", "atflags"),
-    "truncate": ("path", "int"),
-    "truncate64": ("path", "int"),
-    "utime": ("path", "ptr"),
-    "utimes": ("path", "ptr"),
-    "futimesat": ("dirfd", "path", "ptr"),
-    "utimensat": ("dirfd", "path", "ptr", "atflags"),  # path may be NULL: acts on dirfd
-    "utimensat_time64": ("dirfd", "path", "ptr", "atflags"),
-    "file_getattr": ("dirfd", "path", "ptr", "int", "atflags"),
-    "file_setattr": ("dirfd", "path", "ptr", "int", "atflags"),
+    R("chmod", "path int:mode", "chmods metadata", writes=ALWAYS),
+    R("fchmodat", "dirfd path int:mode", "chmods metadata", writes=ALWAYS),  # no flags: always follows
+    R("fchmodat2", "dirfd path int:mode atflags", "chmods metadata",
+       nofollow=("if_set", 3, AT_SYMLINK_NOFOLLOW), writes=ALWAYS, empty_path=3),
+    R("chown", "path int:uid int:gid", "chowns metadata", writes=ALWAYS, i386_variants="chown32"),
+    R("lchown", "path int:uid int:gid", "chowns metadata", nofollow=ALWAYS, writes=ALWAYS,
+       i386_variants="lchown32"),
+    R("chown32", "path int:uid int:gid", "chowns metadata", writes=ALWAYS),
+    R("lchown32", "path int:uid int:gid", "chowns metadata", nofollow=ALWAYS, writes=ALWAYS),
+    R("fchownat", "dirfd path int:uid int:gid atflags", "chowns metadata",
+       nofollow=("if_set", 4, AT_SYMLINK_NOFOLLOW), writes=ALWAYS, empty_path=4),
+    R("truncate", "path int:length", "truncates", writes=ALWAYS, i386_variants="truncate64"),
+    R("truncate64", "path int:length", "truncates", writes=ALWAYS, i386="path int:length_lo int:length_hi"),
+    R("utime", "path ptr:times", "utimes metadata", writes=ALWAYS),
+    R("utimes", "path ptr:times", "utimes metadata", writes=ALWAYS),
+    R("futimesat", "dirfd path ptr:times", "utimes metadata null-is-fd", writes=ALWAYS),
+    # path may be NULL: acts on dirfd
+    R("utimensat", "dirfd path ptr:times atflags", "utimes metadata null-is-fd utimens",
+       nofollow=("if_set", 3, AT_SYMLINK_NOFOLLOW), writes=ALWAYS, empty_path=3,
+       i386_variants="utimensat_time64"),
+    R("utimensat_time64", "dirfd path ptr:times atflags", "utimes metadata null-is-fd utimens time64",
+       nofollow=("if_set", 3, AT_SYMLINK_NOFOLLOW), writes=ALWAYS),
+    R("file_getattr", "dirfd path ptr int atflags", "reads", nofollow=("if_set", 4, AT_SYMLINK_NOFOLLOW)),
+    R("file_setattr", "dirfd path ptr int atflags", "metadata",
+       nofollow=("if_set", 4, AT_SYMLINK_NOFOLLOW), writes=ALWAYS),
     # --- paths: xattrs (the attribute name is a 'str') -------------------------------
-    "setxattr": ("path", "str", "ptr", "int", "int"),
-    "lsetxattr": ("path", "str", "ptr", "int", "int"),
-    "fsetxattr": ("fd", "str", "ptr", "int", "int"),
-    "setxattrat": ("dirfd", "path", "atflags", "str", "ptr", "int"),
-    "getxattr": ("path", "str", "ptr", "int"),
-    "lgetxattr": ("path", "str", "ptr", "int"),
-    "fgetxattr": ("fd", "str", "ptr", "int"),
-    "getxattrat": ("dirfd", "path", "atflags", "str", "ptr", "int"),
-    "listxattr": ("path", "ptr", "int"),
-    "llistxattr": ("path", "ptr", "int"),
-    "flistxattr": ("fd", "ptr", "int"),
-    "listxattrat": ("dirfd", "path", "atflags", "ptr", "int"),
-    "removexattr": ("path", "str"),
-    "lremovexattr": ("path", "str"),
-    "fremovexattr": ("fd", "str"),
-    "removexattrat": ("dirfd", "path", "atflags", "str"),
+    R("setxattr", "path str:attr ptr:value int:size int:flags", "xattr-writes metadata", writes=ALWAYS),
+    R("lsetxattr", "path str:attr ptr:value int:size int:flags", "xattr-writes metadata",
+       nofollow=ALWAYS, writes=ALWAYS),
+    R("fsetxattr", "fd str:attr ptr:value int:size int:flags", "xattr-writes metadata"),
+    R("setxattrat", "dirfd path atflags str ptr int", "xattr-writes metadata",
+       nofollow=("if_set", 2, AT_SYMLINK_NOFOLLOW), writes=ALWAYS, empty_path=2),
+    R("getxattr", "path str:attr ptr:value int:size", "reads"),
+    R("lgetxattr", "path str:attr ptr:value int:size", "reads", nofollow=ALWAYS),
+    R("fgetxattr", "fd str:attr ptr:value int:size"),
+    R("getxattrat", "dirfd path atflags str ptr int", "reads",
+       nofollow=("if_set", 2, AT_SYMLINK_NOFOLLOW), empty_path=2),
+    R("listxattr", "path ptr int", "reads"),
+    R("llistxattr", "path ptr int", "reads", nofollow=ALWAYS),
+    R("flistxattr", "fd ptr int"),
+    R("listxattrat", "dirfd path atflags ptr int", "reads",
+       nofollow=("if_set", 2, AT_SYMLINK_NOFOLLOW), empty_path=2),
+    R("removexattr", "path str:attr", "xattr-writes metadata", writes=ALWAYS),
+    R("lremovexattr", "path str:attr", "xattr-writes metadata", nofollow=ALWAYS, writes=ALWAYS),
+    R("fremovexattr", "fd str:attr", "xattr-writes metadata"),
+    R("removexattrat", "dirfd path atflags str", "xattr-writes metadata",
+       nofollow=("if_set", 2, AT_SYMLINK_NOFOLLOW), writes=ALWAYS, empty_path=2),
     # --- paths: names (link, unlink, rename, symlink) ---------------------------------
-    "link": ("path", "path"),
-    "linkat": ("dirfd", "path", "dirfd", "path", "atflags"),
-    "unlink": ("path",),
-    "unlinkat": ("dirfd", "path", "atflags"),  # AT_REMOVEDIR
-    "rmdir": ("path",),
-    "rename": ("path", "path"),
-    "renameat": ("dirfd", "path", "dirfd", "path"),
-    "renameat2": ("dirfd", "path", "dirfd", "path", "int"),  # RENAME_* flags
+    R("link", "path:oldpath path:newpath", "links", nofollow=ALWAYS, writes=ALWAYS, names=(1,)),
+    R("linkat", "dirfd:olddirfd path:oldpath dirfd:newdirfd path:newpath atflags", "links",
+       nofollow=("unless_set", 4, AT_SYMLINK_FOLLOW), nofollow_arg={3: ALWAYS}, writes=ALWAYS, names=(1,),
+       empty_path=4),
+    R("unlink", "path", "unlinks", nofollow=ALWAYS, writes=ALWAYS, names=(0,)),
+    # AT_REMOVEDIR
+    R("unlinkat", "dirfd path atflags", "unlinks", nofollow=ALWAYS, writes=ALWAYS, names=(0,)),
+    R("rmdir", "path", "unlinks", nofollow=ALWAYS, writes=ALWAYS, names=(0,)),
+    R("rename", "path:oldpath path:newpath", "renames", nofollow=ALWAYS, writes=ALWAYS, names=(0, 1)),
+    R("renameat", "dirfd:olddirfd path:oldpath dirfd:newdirfd path:newpath", "renames",
+       nofollow=ALWAYS, writes=ALWAYS, names=(0, 1)),
+    # RENAME_* flags
+    R("renameat2", "dirfd:olddirfd path:oldpath dirfd:newdirfd path:newpath int:flags", "renames",
+       nofollow=ALWAYS, writes=ALWAYS, names=(0, 1)),
     # the symlink target is stored, never resolved: 'str'; only linkpath is a path
-    "symlink": ("str", "path"),
-    "symlinkat": ("str", "dirfd", "path"),
+    R("symlink", "str:target path:linkpath", "symlinks", nofollow=ALWAYS, writes=ALWAYS, names=(0,)),
+    R("symlinkat", "str:target dirfd:newdirfd path:linkpath", "symlinks",
+       nofollow=ALWAYS, writes=ALWAYS, names=(0,)),
     # --- paths: process and system ------------------------------------------------------
-    "execve": ("path", "ptr", "ptr"),
-    "execveat": ("dirfd", "path", "ptr", "ptr", "atflags"),
-    "chdir": ("path",),
-    "fchdir": ("fd",),
-    "chroot": ("path",),
-    "pivot_root": ("path", "path"),
-    "acct": ("path",),  # NULL turns accounting off
-    "swapon": ("path", "int"),
-    "swapoff": ("path",),
-    "uselib": ("path",),
-    "quotactl": ("int", "path", "int", "ptr"),  # block device; NULL for some commands
-    "quotactl_fd": ("fd", "int", "int", "ptr"),
-    "inotify_add_watch": ("fd", "path", "int"),
-    "inotify_rm_watch": ("fd", "int"),
-    "fanotify_mark": ("fd", "int", "int", "dirfd", "path"),  # path may be NULL
-    "fanotify_init": ("int", "oflags"),
+    R("execve", "path ptr:argv ptr:envp", "execs TP reads"),
+    R("execveat", "dirfd path ptr:argv ptr:envp atflags", "execs TP reads",
+       nofollow=("if_set", 4, AT_SYMLINK_NOFOLLOW), empty_path=4),
+    R("chdir", "path", "cwd reads chdirs"),
+    R("fchdir", "fd", "chdirs"),
+    R("chroot", "path", "reads roots"),
+    R("pivot_root", "path path", "mounts", writes=ALWAYS),
+    R("acct", "path", "admin", writes=ALWAYS),  # NULL turns accounting off
+    R("swapon", "path int", "admin", writes=ALWAYS),
+    R("swapoff", "path", "admin", writes=ALWAYS),
+    R("uselib", "path", "reads"),
+    R("quotactl", "int path int ptr", "", writes=ALWAYS),  # block device; NULL for some commands
+    R("quotactl_fd", "fd int int ptr"),
+    R("inotify_add_watch", "fd path int:mask", "reads", nofollow=("if_set", 2, 0x1000000)),
+    R("inotify_rm_watch", "fd int"),
+    # path may be NULL
+    R("fanotify_mark", "fd int:flags int:mask dirfd path", "reads",
+       nofollow=("if_set", 1, 0x4), i386="fd int:flags int:mask_lo int:mask_hi dirfd path"),
+    R("fanotify_init", "int oflags", "host-waits"),
     # --- paths: mounts. mount's source is a path or not depending on fstype: 'str' ----
-    "mount": ("str", "path", "str", "int", "ptr"),
-    "umount": ("path",),  # i386 oldumount
-    "umount2": ("path", "int"),
-    "open_tree": ("dirfd", "path", "atflags"),  # AT_* | OPEN_TREE_*
-    "open_tree_attr": ("dirfd", "path", "atflags", "ptr", "int"),
-    "move_mount": ("dirfd", "path", "dirfd", "path", "int"),  # MOVE_MOUNT_* flags
-    "fspick": ("dirfd", "path", "int"),  # FSPICK_* flags
-    "mount_setattr": ("dirfd", "path", "atflags", "ptr", "int"),
-    "fsopen": ("str", "int"),
+    R("mount", "str:source path:target str:fstype int:flags ptr:data", "mounts classic-mounts",
+       writes=ALWAYS),
+    R("umount", "path:target", "mounts classic-mounts", writes=ALWAYS),  # i386 oldumount
+    R("umount2", "path:target int:flags", "mounts classic-mounts",
+       nofollow=("if_set", 1, 0x8), writes=ALWAYS, i386_variants="umount"),
+    # AT_* | OPEN_TREE_*
+    R("open_tree", "dirfd path atflags", "mounts reads open-trees",
+       nofollow=("if_set", 2, AT_SYMLINK_NOFOLLOW), empty_path=2),
+    R("open_tree_attr", "dirfd path atflags ptr int", "mounts reads open-trees",
+       nofollow=("if_set", 2, AT_SYMLINK_NOFOLLOW), empty_path=2),
+    # MOVE_MOUNT_* flags
+    R("move_mount", "dirfd path dirfd path int", "mounts",
+       nofollow=("unless_set", 4, 0x1), nofollow_arg={3: ("unless_set", 4, 0x10)}, writes=ALWAYS),
+    R("fspick", "dirfd path int", "mounts", nofollow=("if_set", 2, 0x2), writes=ALWAYS),  # FSPICK_* flags
+    R("mount_setattr", "dirfd path atflags ptr int", "mounts",
+       nofollow=("if_set", 2, AT_SYMLINK_NOFOLLOW), writes=ALWAYS, empty_path=2),
+    R("fsopen", "str int", "mounts"),
     # key, value, aux: value is a path and aux a dirfd for FSCONFIG_SET_PATH*, an fd
     # in aux for FSCONFIG_SET_FD: decided by cmd, so not typed here
-    "fsconfig": ("fd", "int", "str", "ptr", "int"),
-    "fsmount": ("fd", "int", "int"),
-    "statmount": ("ptr", "ptr", "int", "int"),
-    "listmount": ("ptr", "ptr", "int", "int"),
+    R("fsconfig", "fd int str ptr int"),
+    R("fsmount", "fd int int", "mounts"),
+    R("statmount", "ptr ptr int int"),
+    R("listmount", "ptr ptr int int"),
     # --- fds: I/O ---------------------------------------------------------------------------
-    "read": ("fd", "ptr", "int"),
-    "write": ("fd", "ptr", "int"),
-    "readv": ("fd", "ptr", "int"),
-    "writev": ("fd", "ptr", "int"),
-    "pread64": ("fd", "ptr", "int", "int"),
-    "pwrite64": ("fd", "ptr", "int", "int"),
-    "preadv": ("fd", "ptr", "int", "int", "int"),
-    "pwritev": ("fd", "ptr", "int", "int", "int"),
-    "preadv2": ("fd", "ptr", "int", "int", "int", "int"),
-    "pwritev2": ("fd", "ptr", "int", "int", "int", "int"),
-    "lseek": ("fd", "int", "int"),
-    "_llseek": ("fd", "int", "int", "ptr", "int"),
-    "sendfile": ("fd", "fd", "ptr", "int"),
-    "sendfile64": ("fd", "fd", "ptr", "int"),
-    "splice": ("fd", "ptr", "fd", "ptr", "int", "int"),
-    "tee": ("fd", "fd", "int", "int"),
-    "vmsplice": ("fd", "ptr", "int", "int"),
-    "copy_file_range": ("fd", "ptr", "fd", "ptr", "int", "int"),
-    "readahead": ("fd", "int", "int"),
-    "fadvise64": ("fd", "int", "int", "int"),
-    "fadvise64_64": ("fd", "int", "int", "int"),
-    "fallocate": ("fd", "int", "int", "int"),
-    "sync_file_range": ("fd", "int", "int", "int"),
-    "cachestat": ("fd", "ptr", "ptr", "int"),
-    "getdents": ("fd", "ptr", "int"),
-    "getdents64": ("fd", "ptr", "int"),
-    "readdir": ("fd", "ptr", "int"),
+    R("read", "fd ptr:buf int:count", "reads-data"),
+    R("write", "fd ptr:buf int:count", "writes-data"),
+    R("readv", "fd ptr int"),
+    R("writev", "fd ptr int"),
+    R("pread64", "fd ptr:buf int:count int:pos", "reads-data",
+       i386="fd ptr:buf int:count int:pos_lo int:pos_hi"),
+    R("pwrite64", "fd ptr:buf int:count int:pos", "writes-data",
+       i386="fd ptr:buf int:count int:pos_lo int:pos_hi"),
+    R("preadv", "fd ptr int int int"),
+    R("pwritev", "fd ptr int int int"),
+    R("preadv2", "fd ptr int int int int"),
+    R("pwritev2", "fd ptr int int int int"),
+    R("lseek", "fd int:offset int:whence", "", i386_variants="_llseek"),
+    R("_llseek", "fd int int ptr int"),
+    R("sendfile", "fd fd ptr int", "", i386_variants="sendfile64"),
+    R("sendfile64", "fd fd ptr int"),
+    R("splice", "fd ptr fd ptr int int"),
+    R("tee", "fd fd int int"),
+    R("vmsplice", "fd ptr int int"),
+    R("copy_file_range", "fd ptr fd ptr int int"),
+    R("readahead", "fd int int", "", i386="fd int int int"),
+    R("fadvise64", "fd int int int", "", i386="fd int int int int", i386_variants="fadvise64_64"),
+    R("fadvise64_64", "fd int int int", "", i386="fd int int int int int"),
+    R("fallocate", "fd int int int", "", i386="fd int int int int int"),
+    R("sync_file_range", "fd int int int", "", i386="fd int int int int int"),
+    R("cachestat", "fd ptr ptr int"),
+    R("getdents", "fd ptr:dirp int:count", "", i386_variants="readdir"),
+    R("getdents64", "fd ptr:dirp int:count"),
+    R("readdir", "fd ptr int"),
     # --- fds: metadata and control ----------------------------------------------------------
-    "close": ("fd",),
-    "close_range": ("int", "int", "int"),  # bounds of a range (last is often ~0U)
-    "dup": ("fd",),
-    "dup2": ("fd", "fd"),
-    "dup3": ("fd", "fd", "oflags"),  # O_CLOEXEC
-    "fcntl": ("fd", "int", "int"),  # arg is an int, a pointer or an fd bound per cmd
-    "fcntl64": ("fd", "int", "int"),
-    "ioctl": ("fd", "int", "int"),
-    "flock": ("fd", "int"),
-    "fsync": ("fd",),
-    "fdatasync": ("fd",),
-    "syncfs": ("fd",),
-    "fstat": ("fd", "ptr"),
-    "oldfstat": ("fd", "ptr"),
-    "fstat64": ("fd", "ptr"),
-    "fstatfs": ("fd", "ptr"),
-    "fstatfs64": ("fd", "int", "ptr"),
-    "fchmod": ("fd", "int"),
-    "fchown": ("fd", "int", "int"),
-    "fchown32": ("fd", "int", "int"),
-    "ftruncate": ("fd", "int"),
-    "ftruncate64": ("fd", "int"),
-    "mmap": ("int", "int", "int", "int", "fd", "int"),
-    "mmap2": ("int", "int", "int", "int", "fd", "int"),
-    "finit_module": ("fd", "str", "int"),
-    "kexec_file_load": ("fd", "fd", "int", "str", "int"),
-    "setns": ("fd", "int"),
-    "landlock_create_ruleset": ("ptr", "int", "int"),
-    "landlock_add_rule": ("fd", "int", "ptr", "int"),
-    "landlock_restrict_self": ("fd", "int"),
+    R("close", "fd"),
+    R("close_range", "int int int"),  # bounds of a range (last is often ~0U)
+    R("dup", "fd"),
+    R("dup2", "fd fd:newfd"),
+    R("dup3", "fd fd:newfd oflags"),  # O_CLOEXEC
+    # arg is an int, a pointer or an fd bound per cmd
+    R("fcntl", "fd int:cmd int:cmdarg", "", i386_variants="fcntl64"),
+    R("fcntl64", "fd int:cmd int:cmdarg"),
+    R("ioctl", "fd int:request int:argp"),
+    R("flock", "fd int"),
+    R("fsync", "fd"),
+    R("fdatasync", "fd"),
+    R("syncfs", "fd"),
+    R("fstat", "fd ptr", "stats", i386_variants="fstat64 oldfstat"),
+    R("oldfstat", "fd ptr", "stats oldstats"),
+    R("fstat64", "fd ptr", "stats stat64s"),
+    R("fstatfs", "fd ptr", "", i386_variants="fstatfs64"),
+    R("fstatfs64", "fd int ptr"),
+    R("fchmod", "fd int:mode", "chmods metadata"),
+    R("fchown", "fd int:uid int:gid", "chowns metadata", i386_variants="fchown32"),
+    R("fchown32", "fd int:uid int:gid", "chowns metadata"),
+    R("ftruncate", "fd int:length", "", i386_variants="ftruncate64"),
+    R("ftruncate64", "fd int:length", "", i386="fd int:length_lo int:length_hi"),
+    R("mmap", "ptr:addr int:length int:prot int:flags fd int:offset", "mmaps returns-addr",
+       i386="ptr", i386_variants="mmap2"),
+    R("mmap2", "ptr:addr int:length int:prot int:flags fd int:pgoff", "mmaps returns-addr"),
+    R("finit_module", "fd str int", "admin"),
+    R("kexec_file_load", "fd fd int str int", "admin"),
+    R("setns", "fd int", "creds TP roots"),
+    R("landlock_create_ruleset", "ptr int int"),
+    R("landlock_add_rule", "fd int ptr int"),
+    R("landlock_restrict_self", "fd int", "creds"),
     # --- fds: new kinds of fd ------------------------------------------------------------
-    "pipe": ("ptr",),
-    "pipe2": ("ptr", "oflags"),
-    "eventfd": ("int",),
-    "eventfd2": ("int", "int"),
-    "signalfd": ("fd", "ptr", "int"),  # fd -1 creates a new one
-    "signalfd4": ("fd", "ptr", "int", "int"),
-    "timerfd_create": ("int", "int"),
-    "timerfd_gettime": ("fd", "ptr"),
-    "timerfd_settime": ("fd", "int", "ptr", "ptr"),
-    "timerfd_gettime64": ("fd", "ptr"),
-    "timerfd_settime64": ("fd", "int", "ptr", "ptr"),
-    "inotify_init": _,
-    "inotify_init1": ("int",),
-    "epoll_create": ("int",),
-    "epoll_create1": ("int",),
-    "epoll_ctl": ("fd", "int", "fd", "ptr"),
-    "epoll_wait": ("fd", "ptr", "int", "int"),
-    "epoll_pwait": ("fd", "ptr", "int", "int", "ptr", "int"),
-    "epoll_pwait2": ("fd", "ptr", "int", "ptr", "ptr", "int"),
-    "epoll_ctl_old": _,  # never implemented
-    "epoll_wait_old": _,
-    "memfd_create": ("str", "int"),
-    "memfd_secret": ("int",),
-    "userfaultfd": ("int",),
-    "perf_event_open": ("ptr", "int", "int", "fd", "int"),  # group_fd may be -1
-    "bpf": ("int", "ptr", "int"),
-    "io_uring_setup": ("int", "ptr"),
-    "io_uring_enter": ("fd", "int", "int", "int", "ptr", "int"),
-    "io_uring_register": ("fd", "int", "ptr", "int"),
-    "pidfd_open": ("int", "int"),
-    "pidfd_getfd": ("fd", "int", "int"),  # targetfd lives in the other process
-    "pidfd_send_signal": ("fd", "int", "ptr", "int"),
-    "process_madvise": ("fd", "ptr", "int", "int", "int"),
-    "process_mrelease": ("fd", "int"),
+    R("pipe", "ptr"),
+    R("pipe2", "ptr oflags"),
+    R("eventfd", "int"),
+    R("eventfd2", "int int"),
+    R("signalfd", "fd ptr int"),  # fd -1 creates a new one
+    R("signalfd4", "fd ptr int int"),
+    R("timerfd_create", "int int"),
+    R("timerfd_gettime", "fd ptr", "", i386_variants="timerfd_gettime64"),
+    R("timerfd_settime", "fd int:flags ptr:new ptr:old", "", i386_variants="timerfd_settime64"),
+    R("timerfd_gettime64", "fd ptr", "time64"),
+    R("timerfd_settime64", "fd int:flags ptr:new ptr:old", "time64"),
+    R("inotify_init", ""),
+    R("inotify_init1", "int"),
+    R("epoll_create", "int"),
+    R("epoll_create1", "int"),
+    R("epoll_ctl", "fd int fd ptr"),
+    R("epoll_wait", "fd ptr int int"),
+    R("epoll_pwait", "fd ptr int int ptr int"),
+    R("epoll_pwait2", "fd ptr int ptr ptr int"),
+    R("epoll_ctl_old", ""),  # never implemented
+    R("epoll_wait_old", ""),
+    R("memfd_create", "str int"),
+    R("memfd_secret", "int"),
+    R("userfaultfd", "int", "host-waits"),
+    R("perf_event_open", "ptr int int fd int"),  # group_fd may be -1
+    R("bpf", "int ptr int"),
+    R("io_uring_setup", "int ptr", "bypasses"),
+    R("io_uring_enter", "fd int int int ptr int"),
+    R("io_uring_register", "fd int ptr int"),
+    R("pidfd_open", "int int", "TP by-pid"),
+    R("pidfd_getfd", "fd int int"),  # targetfd lives in the other process
+    R("pidfd_send_signal", "fd int ptr int", "TP"),
+    R("process_madvise", "fd ptr int int int"),
+    R("process_mrelease", "fd int"),
     # --- polling ------------------------------------------------------------------------------
-    "poll": ("ptr", "int", "int"),
-    "ppoll": ("ptr", "int", "ptr", "ptr", "int"),
-    "ppoll_time64": ("ptr", "int", "ptr", "ptr", "int"),
-    "select": ("int", "ptr", "ptr", "ptr", "ptr"),
-    "_newselect": ("int", "ptr", "ptr", "ptr", "ptr"),
-    "pselect6": ("int", "ptr", "ptr", "ptr", "ptr", "ptr"),
-    "pselect6_time64": ("int", "ptr", "ptr", "ptr", "ptr", "ptr"),
+    R("poll", "ptr int int"),
+    R("ppoll", "ptr int ptr ptr int", "", i386_variants="ppoll_time64"),
+    R("ppoll_time64", "ptr int ptr ptr int", "time64"),
+    R("select", "int ptr ptr ptr ptr", "", i386="ptr", i386_variants="_newselect"),
+    R("_newselect", "int ptr ptr ptr ptr"),
+    R("pselect6", "int ptr ptr ptr ptr ptr", "", i386_variants="pselect6_time64"),
+    R("pselect6_time64", "int ptr ptr ptr ptr ptr", "time64"),
     # --- sockets ------------------------------------------------------------------------------
-    "socket": ("int", "int", "int"),
-    "socketpair": ("int", "int", "int", "ptr"),
-    "bind": ("fd", "ptr", "int"),
-    "connect": ("fd", "ptr", "int"),
-    "listen": ("fd", "int"),
-    "accept": ("fd", "ptr", "ptr"),
-    "accept4": ("fd", "ptr", "ptr", "int"),
-    "getsockname": ("fd", "ptr", "ptr"),
-    "getpeername": ("fd", "ptr", "ptr"),
-    "sendto": ("fd", "ptr", "int", "int", "ptr", "int"),
-    "recvfrom": ("fd", "ptr", "int", "int", "ptr", "ptr"),
-    "sendmsg": ("fd", "ptr", "int"),
-    "recvmsg": ("fd", "ptr", "int"),
-    "sendmmsg": ("fd", "ptr", "int", "int"),
-    "recvmmsg": ("fd", "ptr", "int", "int", "ptr"),
-    "recvmmsg_time64": ("fd", "ptr", "int", "int", "ptr"),
-    "shutdown": ("fd", "int"),
-    "setsockopt": ("fd", "int", "int", "ptr", "int"),
-    "getsockopt": ("fd", "int", "int", "ptr", "ptr"),
-    "socketcall": ("int", "ptr"),  # i386: call number, pointer to the real arguments
-    "getpmsg": _,  # never implemented (STREAMS)
-    "putpmsg": _,
+    R("socket", "int:domain int:type int:protocol", "TN", i386_variants="socketcall"),
+    R("socketpair", "int:domain int:type int:protocol ptr:sv", "TN", i386_variants="socketcall"),
+    R("bind", "fd ptr:addr int:addrlen", "sockaddrs TN", i386_variants="socketcall"),
+    R("connect", "fd ptr:addr int:addrlen", "sockaddrs TN", i386_variants="socketcall"),
+    R("listen", "fd int", "TN", i386_variants="socketcall"),
+    R("accept", "fd ptr ptr", "TN socknames", i386_variants="socketcall"),
+    R("accept4", "fd ptr ptr int", "TN socknames", i386_variants="socketcall"),
+    R("getsockname", "fd ptr ptr", "TN socknames", i386_variants="socketcall"),
+    R("getpeername", "fd ptr ptr", "TN socknames", i386_variants="socketcall"),
+    R("sendto", "fd ptr int int ptr int", "TN", i386_variants="socketcall"),
+    R("recvfrom", "fd ptr int int ptr ptr", "TN", i386_variants="socketcall"),
+    R("sendmsg", "fd ptr int", "TN msghdrs", i386_variants="socketcall"),
+    R("recvmsg", "fd ptr int", "TN", i386_variants="socketcall"),
+    R("sendmmsg", "fd ptr int int", "TN msghdrs", i386_variants="socketcall"),
+    R("recvmmsg", "fd ptr int int ptr", "TN", i386_variants="socketcall recvmmsg_time64"),
+    R("recvmmsg_time64", "fd ptr int int ptr", "time64"),
+    R("shutdown", "fd int", "TN", i386_variants="socketcall"),
+    R("setsockopt", "fd int:level int:optname ptr:optval int:optlen", "TN", i386_variants="socketcall"),
+    R("getsockopt", "fd int:level int:optname ptr:optval ptr:optlen", "TN", i386_variants="socketcall"),
+    R("socketcall", "int:call ptr:argp", "TN"),  # i386: call number, pointer to the real arguments
+    R("getpmsg", ""),  # never implemented (STREAMS)
+    R("putpmsg", ""),
     # --- SysV IPC and POSIX message queues (queue names are not filesystem paths) --------
-    "ipc": ("int", "int", "int", "int", "ptr", "int"),
-    "semget": ("int", "int", "int"),
-    "semctl": ("int", "int", "int", "int"),
-    "semop": ("int", "ptr", "int"),
-    "semtimedop": ("int", "ptr", "int", "ptr"),
-    "semtimedop_time64": ("int", "ptr", "int", "ptr"),
-    "msgget": ("int", "int"),
-    "msgsnd": ("int", "ptr", "int", "int"),
-    "msgrcv": ("int", "ptr", "int", "int", "int"),
-    "msgctl": ("int", "int", "ptr"),
-    "shmget": ("int", "int", "int"),
-    "shmat": ("int", "ptr", "int"),
-    "shmdt": ("ptr",),
-    "shmctl": ("int", "int", "ptr"),
-    "mq_open": ("str", "oflags", "int", "ptr"),
-    "mq_unlink": ("str",),
-    "mq_timedsend": ("int", "ptr", "int", "int", "ptr"),
-    "mq_timedreceive": ("int", "ptr", "int", "ptr", "ptr"),
-    "mq_timedsend_time64": ("int", "ptr", "int", "int", "ptr"),
-    "mq_timedreceive_time64": ("int", "ptr", "int", "ptr", "ptr"),
-    "mq_notify": ("int", "ptr"),
-    "mq_getsetattr": ("int", "ptr", "ptr"),
+    R("ipc", "int:call int:first int:second int:third ptr int:fifth"),
+    R("semget", "int int int", "", i386_variants="ipc"),
+    R("semctl", "int int int int", "", i386_variants="ipc"),
+    R("semop", "int ptr int", "", i386_variants="ipc"),
+    R("semtimedop", "int ptr int ptr", "", i386_variants="ipc semtimedop_time64"),
+    R("semtimedop_time64", "int ptr int ptr", "time64"),
+    R("msgget", "int int", "", i386_variants="ipc"),
+    R("msgsnd", "int ptr int int", "", i386_variants="ipc"),
+    R("msgrcv", "int ptr int int int", "", i386_variants="ipc"),
+    R("msgctl", "int int ptr", "", i386_variants="ipc"),
+    R("shmget", "int int int", "", i386_variants="ipc"),
+    R("shmat", "int:shmid ptr:shmaddr int:shmflg", "returns-addr", i386_variants="ipc"),
+    R("shmdt", "ptr", "", i386_variants="ipc"),
+    R("shmctl", "int int ptr", "", i386_variants="ipc"),
+    R("mq_open", "str oflags int ptr"),
+    R("mq_unlink", "str"),
+    R("mq_timedsend", "int:mqdes ptr:msg_ptr int:msg_len int:msg_prio ptr:abs_timeout", "",
+       i386_variants="mq_timedsend_time64"),
+    R("mq_timedreceive", "int:mqdes ptr:msg_ptr int:msg_len ptr:msg_prio ptr:abs_timeout", "",
+       i386_variants="mq_timedreceive_time64"),
+    R("mq_timedsend_time64", "int:mqdes ptr:msg_ptr int:msg_len int:msg_prio ptr:abs_timeout", "time64"),
+    R("mq_timedreceive_time64", "int:mqdes ptr:msg_ptr int:msg_len ptr:msg_prio ptr:abs_timeout", "time64"),
+    R("mq_notify", "int ptr"),
+    R("mq_getsetattr", "int ptr ptr"),
     # --- memory -------------------------------------------------------------------------------
-    "brk": ("int",),
-    "munmap": ("int", "int"),
-    "mremap": ("int", "int", "int", "int", "int"),
-    "mprotect": ("int", "int", "int"),
-    "pkey_mprotect": ("int", "int", "int", "int"),
-    "pkey_alloc": ("int", "int"),
-    "pkey_free": ("int",),
-    "madvise": ("int", "int", "int"),
-    "mincore": ("int", "int", "ptr"),
-    "msync": ("int", "int", "int"),
-    "mlock": ("int", "int"),
-    "mlock2": ("int", "int", "int"),
-    "munlock": ("int", "int"),
-    "mlockall": ("int",),
-    "munlockall": _,
-    "remap_file_pages": ("int", "int", "int", "int", "int"),
-    "mbind": ("int", "int", "int", "ptr", "int", "int"),
-    "get_mempolicy": ("ptr", "ptr", "int", "int", "int"),
-    "set_mempolicy": ("int", "ptr", "int"),
-    "set_mempolicy_home_node": ("int", "int", "int", "int"),
-    "migrate_pages": ("int", "int", "ptr", "ptr"),
-    "move_pages": ("int", "int", "ptr", "ptr", "ptr", "int"),
-    "map_shadow_stack": ("int", "int", "int"),
-    "mseal": ("int", "int", "int"),
-    "process_vm_readv": ("int", "ptr", "int", "ptr", "int", "int"),
-    "process_vm_writev": ("int", "ptr", "int", "ptr", "int", "int"),
+    R("brk", "ptr:brk", "returns-addr"),
+    R("munmap", "ptr:addr int:length"),
+    R("mremap", "ptr:addr int:old_len int:new_len int:flags ptr:new_addr", "returns-addr"),
+    R("mprotect", "ptr:addr int:length int:prot"),
+    R("pkey_mprotect", "ptr:addr int:length int:prot int:pkey"),
+    R("pkey_alloc", "int int"),
+    R("pkey_free", "int"),
+    R("madvise", "ptr:addr int:length int:advice"),
+    R("mincore", "int int ptr"),
+    R("msync", "int int int"),
+    R("mlock", "int int"),
+    R("mlock2", "int int int"),
+    R("munlock", "int int"),
+    R("mlockall", "int"),
+    R("munlockall", ""),
+    R("remap_file_pages", "int int int int int"),
+    R("mbind", "int int int ptr int int"),
+    R("get_mempolicy", "ptr ptr int int int"),
+    R("set_mempolicy", "int ptr int"),
+    R("set_mempolicy_home_node", "int int int int"),
+    R("migrate_pages", "int int ptr ptr"),
+    R("move_pages", "int int ptr ptr ptr int"),
+    R("map_shadow_stack", "int int int"),
+    R("mseal", "int int int"),
+    R("process_vm_readv", "int ptr int ptr int int", "by-pid"),
+    R("process_vm_writev", "int ptr int ptr int int", "by-pid"),
     # --- processes and threads ------------------------------------------------------------
-    "fork": _,
-    "vfork": _,
-    "clone": ("int", "int", "ptr", "ptr", "int"),  # x86: flags, stack, ptid, ctid, tls
-    "clone3": ("ptr", "int"),
-    "exit": ("int",),
-    "exit_group": ("int",),
-    "wait4": ("int", "ptr", "int", "ptr"),
-    "waitpid": ("int", "ptr", "int"),
-    "waitid": ("int", "int", "ptr", "int", "ptr"),
-    "kill": ("int", "int"),
-    "tkill": ("int", "int"),
-    "tgkill": ("int", "int", "int"),
-    "getpid": _,
-    "getppid": _,
-    "gettid": _,
-    "getpgid": ("int",),
-    "setpgid": ("int", "int"),
-    "getpgrp": _,
-    "getsid": ("int",),
-    "setsid": _,
-    "unshare": ("int",),
-    "set_tid_address": ("ptr",),
-    "set_robust_list": ("ptr", "int"),
-    "get_robust_list": ("int", "ptr", "ptr"),
-    "rseq": ("ptr", "int", "int", "int"),
-    "futex": ("ptr", "int", "int", "ptr", "ptr", "int"),
-    "futex_time64": ("ptr", "int", "int", "ptr", "ptr", "int"),
-    "futex_waitv": ("ptr", "int", "int", "ptr", "int"),
-    "futex_wake": ("ptr", "int", "int", "int"),
-    "futex_wait": ("ptr", "int", "int", "int", "ptr", "int"),
-    "futex_requeue": ("ptr", "int", "int", "int"),
-    "ptrace": ("int", "int", "int", "int"),
-    "kcmp": ("int", "int", "int", "int", "int"),  # idx may be an fd of another process
-    "prctl": ("int", "int", "int", "int", "int"),
-    "arch_prctl": ("int", "int"),
-    "personality": ("int",),
-    "seccomp": ("int", "int", "ptr"),
-    "sched_yield": _,
-    "sched_setparam": ("int", "ptr"),
-    "sched_getparam": ("int", "ptr"),
-    "sched_setscheduler": ("int", "int", "ptr"),
-    "sched_getscheduler": ("int",),
-    "sched_get_priority_max": ("int",),
-    "sched_get_priority_min": ("int",),
-    "sched_rr_get_interval": ("int", "ptr"),
-    "sched_rr_get_interval_time64": ("int", "ptr"),
-    "sched_setaffinity": ("int", "int", "ptr"),
-    "sched_getaffinity": ("int", "int", "ptr"),
-    "sched_setattr": ("int", "ptr", "int"),
-    "sched_getattr": ("int", "ptr", "int", "int"),
-    "getpriority": ("int", "int"),
-    "setpriority": ("int", "int", "int"),
-    "nice": ("int",),
-    "ioprio_get": ("int", "int"),
-    "ioprio_set": ("int", "int", "int"),
-    "getcpu": ("ptr", "ptr", "ptr"),
-    "getrlimit": ("int", "ptr"),
-    "ugetrlimit": ("int", "ptr"),
-    "setrlimit": ("int", "ptr"),
-    "prlimit64": ("int", "int", "ptr", "ptr"),
-    "getrusage": ("int", "ptr"),
-    "times": ("ptr",),
-    "umask": ("int",),
-    "uretprobe": _,
-    "uprobe": _,
-    "modify_ldt": ("int", "ptr", "int"),
-    "set_thread_area": ("ptr",),
-    "get_thread_area": ("ptr",),
-    "iopl": ("int",),
-    "ioperm": ("int", "int", "int"),
-    "vm86": ("int", "ptr"),
-    "vm86old": ("ptr",),
-    "restart_syscall": _,
-    "pause": _,
+    R("fork", "", "TP"),
+    R("vfork", "", "TP"),
+    # x86: flags, stack, ptid, ctid, tls
+    R("clone", "int:flags int:stack ptr:parent_tid ptr:child_tid int:tls", "TP"),
+    R("clone3", "ptr int", "TP"),
+    R("exit", "int:error_code", "exits TP"),
+    R("exit_group", "int:error_code", "exits TP"),
+    R("wait4", "int ptr int ptr", "waits TP", i386_variants="waitpid"),
+    R("waitpid", "int ptr int", "waits TP"),
+    R("waitid", "int int ptr int ptr", "waits TP"),
+    R("kill", "int:pid int:sig", "TP"),
+    R("tkill", "int:pid int:sig", "TP"),
+    R("tgkill", "int:tgid int:pid int:sig", "TP"),
+    R("getpid", ""),
+    R("getppid", ""),
+    R("gettid", ""),
+    R("getpgid", "int"),
+    R("setpgid", "int int"),
+    R("getpgrp", ""),
+    R("getsid", "int"),
+    R("setsid", ""),
+    R("unshare", "int:flags", "creds TP"),
+    R("set_tid_address", "ptr"),
+    R("set_robust_list", "ptr int"),
+    R("get_robust_list", "int ptr ptr"),
+    R("rseq", "ptr int int int"),
+    R("futex", "ptr:uaddr int:op int:val ptr:timeout ptr:uaddr2 int:val3", "", i386_variants="futex_time64"),
+    R("futex_time64", "ptr:uaddr int:op int:val ptr:timeout ptr:uaddr2 int:val3", "time64"),
+    R("futex_waitv", "ptr:waiters int:nr_futexes int:flags ptr:timeout int:clockid", "time64"),
+    R("futex_wake", "ptr int int int"),
+    R("futex_wait", "ptr:uaddr int:val int:mask int:flags ptr:timeout int:clockid", "time64"),
+    R("futex_requeue", "ptr int int int"),
+    R("ptrace", "int:request int:pid int:addr int:data"),
+    R("kcmp", "int int int int int"),  # idx may be an fd of another process
+    R("prctl", "int int int int int"),
+    R("arch_prctl", "int int"),
+    R("personality", "int"),
+    R("seccomp", "int:op int:flags ptr:uargs"),
+    R("sched_yield", ""),
+    R("sched_setparam", "int ptr"),
+    R("sched_getparam", "int ptr"),
+    R("sched_setscheduler", "int int ptr"),
+    R("sched_getscheduler", "int"),
+    R("sched_get_priority_max", "int"),
+    R("sched_get_priority_min", "int"),
+    R("sched_rr_get_interval", "int ptr", "", i386_variants="sched_rr_get_interval_time64"),
+    R("sched_rr_get_interval_time64", "int ptr", "time64"),
+    R("sched_setaffinity", "int int ptr"),
+    R("sched_getaffinity", "int int ptr"),
+    R("sched_setattr", "int ptr int"),
+    R("sched_getattr", "int ptr int int"),
+    R("getpriority", "int int"),
+    R("setpriority", "int int int", "", i386_variants="nice"),
+    R("nice", "int"),
+    R("ioprio_get", "int int"),
+    R("ioprio_set", "int int int"),
+    R("getcpu", "ptr ptr ptr"),
+    R("getrlimit", "int:resource ptr:rlim", "", i386_variants="ugetrlimit"),
+    R("ugetrlimit", "int ptr"),
+    R("setrlimit", "int:resource ptr:rlim"),
+    R("prlimit64", "int int ptr ptr"),
+    R("getrusage", "int ptr"),
+    R("times", "ptr"),
+    R("umask", "int:mode", "returns-mode"),
+    R("uretprobe", ""),
+    R("uprobe", ""),
+    R("modify_ldt", "int ptr int"),
+    R("set_thread_area", "ptr"),
+    R("get_thread_area", "ptr"),
+    R("iopl", "int"),
+    R("ioperm", "int int int"),
+    R("vm86", "int ptr", "", only="i386"),
+    R("vm86old", "ptr", "", only="i386"),
+    R("restart_syscall", ""),
+    R("pause", ""),
     # --- signals ------------------------------------------------------------------------------
-    "rt_sigaction": ("int", "ptr", "ptr", "int"),
-    "rt_sigprocmask": ("int", "ptr", "ptr", "int"),
-    "rt_sigpending": ("ptr", "int"),
-    "rt_sigsuspend": ("ptr", "int"),
-    "rt_sigtimedwait": ("ptr", "ptr", "ptr", "int"),
-    "rt_sigtimedwait_time64": ("ptr", "ptr", "ptr", "int"),
-    "rt_sigqueueinfo": ("int", "int", "ptr"),
-    "rt_tgsigqueueinfo": ("int", "int", "int", "ptr"),
-    "rt_sigreturn": _,
-    "sigaltstack": ("ptr", "ptr"),
-    "sigaction": ("int", "ptr", "ptr"),
-    "signal": ("int", "ptr"),
-    "sigprocmask": ("int", "ptr", "ptr"),
-    "sigpending": ("ptr",),
-    "sigsuspend": ("int", "int", "int"),
-    "sigreturn": _,
-    "sgetmask": _,
-    "ssetmask": ("int",),
+    R("rt_sigaction", "int:sig ptr:act ptr:oact int:sigsetsize", "", i386_variants="sigaction signal"),
+    R("rt_sigprocmask", "int:how ptr:set ptr:oset int:sigsetsize", "",
+       i386_variants="sigprocmask sgetmask ssetmask"),
+    R("rt_sigpending", "ptr int", "", i386_variants="sigpending"),
+    R("rt_sigsuspend", "ptr int", "", i386_variants="sigsuspend"),
+    R("rt_sigtimedwait", "ptr ptr ptr int", "", i386_variants="rt_sigtimedwait_time64"),
+    R("rt_sigtimedwait_time64", "ptr ptr ptr int", "time64"),
+    R("rt_sigqueueinfo", "int:tgid int:sig ptr:uinfo", "TP"),
+    R("rt_tgsigqueueinfo", "int int int ptr", "TP"),
+    R("rt_sigreturn", "", "", i386_variants="sigreturn"),
+    R("sigaltstack", "ptr ptr"),
+    R("sigaction", "int ptr ptr"),
+    R("signal", "int ptr"),
+    R("sigprocmask", "int:how ptr:set ptr:oset"),
+    R("sigpending", "ptr"),
+    R("sigsuspend", "int int int"),
+    R("sigreturn", ""),
+    R("sgetmask", ""),
+    R("ssetmask", "int"),
     # --- identity -----------------------------------------------------------------------------
-    "getuid": _,
-    "geteuid": _,
-    "getgid": _,
-    "getegid": _,
-    "getuid32": _,
-    "geteuid32": _,
-    "getgid32": _,
-    "getegid32": _,
-    "setuid": ("int",),
-    "setgid": ("int",),
-    "setuid32": ("int",),
-    "setgid32": ("int",),
-    "setreuid": ("int", "int"),
-    "setregid": ("int", "int"),
-    "setreuid32": ("int", "int"),
-    "setregid32": ("int", "int"),
-    "setresuid": ("int", "int", "int"),
-    "setresgid": ("int", "int", "int"),
-    "setresuid32": ("int", "int", "int"),
-    "setresgid32": ("int", "int", "int"),
-    "getresuid": ("ptr", "ptr", "ptr"),
-    "getresgid": ("ptr", "ptr", "ptr"),
-    "getresuid32": ("ptr", "ptr", "ptr"),
-    "getresgid32": ("ptr", "ptr", "ptr"),
-    "setfsuid": ("int",),
-    "setfsgid": ("int",),
-    "setfsuid32": ("int",),
-    "setfsgid32": ("int",),
-    "getgroups": ("int", "ptr"),
-    "setgroups": ("int", "ptr"),
-    "getgroups32": ("int", "ptr"),
-    "setgroups32": ("int", "ptr"),
-    "capget": ("ptr", "ptr"),
-    "capset": ("ptr", "ptr"),
-    "lsm_get_self_attr": ("int", "ptr", "ptr", "int"),
-    "lsm_set_self_attr": ("int", "ptr", "int", "int"),
-    "lsm_list_modules": ("ptr", "ptr", "int"),
-    "listns": ("ptr", "ptr", "int", "int"),
+    R("getuid", "", "get-ids", i386_variants="getuid32"),
+    R("geteuid", "", "get-ids", i386_variants="geteuid32"),
+    R("getgid", "", "get-ids", i386_variants="getgid32"),
+    R("getegid", "", "get-ids", i386_variants="getegid32"),
+    R("getuid32", "", "get-ids"),
+    R("geteuid32", "", "get-ids"),
+    R("getgid32", "", "get-ids"),
+    R("getegid32", "", "get-ids"),
+    R("setuid", "int:uid", "set-ids creds", i386_variants="setuid32"),
+    R("setgid", "int:gid", "set-ids creds", i386_variants="setgid32"),
+    R("setuid32", "int:uid", "set-ids creds"),
+    R("setgid32", "int:gid", "set-ids creds"),
+    R("setreuid", "int:ruid int:euid", "set-ids creds", i386_variants="setreuid32"),
+    R("setregid", "int:rgid int:egid", "set-ids creds", i386_variants="setregid32"),
+    R("setreuid32", "int:ruid int:euid", "set-ids creds"),
+    R("setregid32", "int:rgid int:egid", "set-ids creds"),
+    R("setresuid", "int:ruid int:euid int:suid", "set-ids creds", i386_variants="setresuid32"),
+    R("setresgid", "int:rgid int:egid int:sgid", "set-ids creds", i386_variants="setresgid32"),
+    R("setresuid32", "int:ruid int:euid int:suid", "set-ids creds"),
+    R("setresgid32", "int:rgid int:egid int:sgid", "set-ids creds"),
+    R("getresuid", "ptr:ruidp ptr:euidp ptr:suidp", "get-ids", i386_variants="getresuid32"),
+    R("getresgid", "ptr:rgidp ptr:egidp ptr:sgidp", "get-ids", i386_variants="getresgid32"),
+    R("getresuid32", "ptr:ruidp ptr:euidp ptr:suidp", "get-ids"),
+    R("getresgid32", "ptr:rgidp ptr:egidp ptr:sgidp", "get-ids"),
+    R("setfsuid", "int:uid", "set-ids creds", i386_variants="setfsuid32"),
+    R("setfsgid", "int:gid", "set-ids creds", i386_variants="setfsgid32"),
+    R("setfsuid32", "int:uid", "set-ids creds"),
+    R("setfsgid32", "int:gid", "set-ids creds"),
+    R("getgroups", "int:ngroups ptr:list", "get-ids", i386_variants="getgroups32"),
+    R("setgroups", "int:ngroups ptr:list", "set-ids creds", i386_variants="setgroups32"),
+    R("getgroups32", "int:ngroups ptr:list", "get-ids"),
+    R("setgroups32", "int:ngroups ptr:list", "set-ids creds"),
+    R("capget", "ptr ptr"),
+    R("capset", "ptr ptr", "creds"),
+    R("lsm_get_self_attr", "int ptr ptr int"),
+    R("lsm_set_self_attr", "int ptr int int"),
+    R("lsm_list_modules", "ptr ptr int"),
+    R("listns", "ptr ptr int int"),
     # --- time ---------------------------------------------------------------------------------
-    "time": ("ptr",),
-    "stime": ("ptr",),
-    "gettimeofday": ("ptr", "ptr"),
-    "settimeofday": ("ptr", "ptr"),
-    "adjtimex": ("ptr",),
-    "clock_gettime": ("int", "ptr"),
-    "clock_settime": ("int", "ptr"),
-    "clock_getres": ("int", "ptr"),
-    "clock_adjtime": ("int", "ptr"),
-    "clock_nanosleep": ("int", "int", "ptr", "ptr"),
-    "clock_gettime64": ("int", "ptr"),
-    "clock_settime64": ("int", "ptr"),
-    "clock_getres_time64": ("int", "ptr"),
-    "clock_adjtime64": ("int", "ptr"),
-    "clock_nanosleep_time64": ("int", "int", "ptr", "ptr"),
-    "nanosleep": ("ptr", "ptr"),
-    "alarm": ("int",),
-    "getitimer": ("int", "ptr"),
-    "setitimer": ("int", "ptr", "ptr"),
-    "timer_create": ("int", "ptr", "ptr"),
-    "timer_settime": ("int", "int", "ptr", "ptr"),
-    "timer_gettime": ("int", "ptr"),
-    "timer_settime64": ("int", "int", "ptr", "ptr"),
-    "timer_gettime64": ("int", "ptr"),
-    "timer_getoverrun": ("int",),
-    "timer_delete": ("int",),
+    R("time", "ptr:tloc"),
+    R("stime", "ptr:tptr", "clock-sets"),
+    R("gettimeofday", "ptr:tv ptr:tz"),
+    R("settimeofday", "ptr:tv ptr:tz", "clock-sets", i386_variants="stime"),
+    R("adjtimex", "ptr:buf", "clock-adjusts"),
+    R("clock_gettime", "int:clock ptr:tp", "", i386_variants="clock_gettime64"),
+    R("clock_settime", "int:clock ptr:tp", "clock-sets", i386_variants="clock_settime64"),
+    R("clock_getres", "int ptr", "", i386_variants="clock_getres_time64"),
+    R("clock_adjtime", "int:clock ptr:buf", "clock-adjusts", i386_variants="clock_adjtime64"),
+    R("clock_nanosleep", "int:clock int:flags ptr:rqtp ptr:rmtp", "", i386_variants="clock_nanosleep_time64"),
+    R("clock_gettime64", "int:clock ptr:tp", "time64"),
+    R("clock_settime64", "int:clock ptr:tp", "clock-sets time64"),
+    R("clock_getres_time64", "int ptr", "time64"),
+    R("clock_adjtime64", "int:clock ptr:buf", "clock-adjusts time64"),
+    R("clock_nanosleep_time64", "int:clock int:flags ptr:rqtp ptr:rmtp", "time64"),
+    R("nanosleep", "ptr ptr"),
+    R("alarm", "int"),
+    R("getitimer", "int ptr"),
+    R("setitimer", "int ptr ptr"),
+    R("timer_create", "int ptr ptr"),
+    R("timer_settime", "int:timer int:flags ptr:new ptr:old", "", i386_variants="timer_settime64"),
+    R("timer_gettime", "int ptr", "", i386_variants="timer_gettime64"),
+    R("timer_settime64", "int:timer int:flags ptr:new ptr:old", "time64"),
+    R("timer_gettime64", "int ptr", "time64"),
+    R("timer_getoverrun", "int"),
+    R("timer_delete", "int"),
     # --- system -------------------------------------------------------------------------------
-    "uname": ("ptr",),
-    "olduname": ("ptr",),
-    "oldolduname": ("ptr",),
-    "sethostname": ("ptr", "int"),  # length-delimited, not NUL-terminated
-    "setdomainname": ("ptr", "int"),
-    "sysinfo": ("ptr",),
-    "syslog": ("int", "ptr", "int"),
-    "sysfs": ("int", "int", "int"),  # arg1 is a string for option 1
-    "_sysctl": ("ptr",),
-    "ustat": ("int", "ptr"),
-    "sync": _,
-    "vhangup": _,
-    "reboot": ("int", "int", "int", "ptr"),
-    "kexec_load": ("int", "int", "ptr", "int"),
-    "init_module": ("ptr", "int", "str"),
-    "delete_module": ("str", "int"),
-    "create_module": ("str", "int"),
-    "query_module": ("str", "int", "ptr", "int", "ptr"),
-    "get_kernel_syms": ("ptr",),
-    "nfsservctl": ("int", "ptr", "ptr"),
-    "add_key": ("str", "str", "ptr", "int", "int"),
-    "request_key": ("str", "str", "str", "int"),
-    "keyctl": ("int", "int", "int", "int", "int"),
-    "io_setup": ("int", "ptr"),
-    "io_destroy": ("int",),
-    "io_submit": ("int", "int", "ptr"),
-    "io_cancel": ("int", "ptr", "ptr"),
-    "io_getevents": ("int", "int", "int", "ptr", "ptr"),
-    "io_pgetevents": ("int", "int", "int", "ptr", "ptr", "ptr"),
-    "io_pgetevents_time64": ("int", "int", "int", "ptr", "ptr", "ptr"),
-    "lookup_dcookie": ("int", "ptr", "int"),
-    "membarrier": ("int", "int", "int"),
-    "getrandom": ("ptr", "int", "int"),
-    "bdflush": ("int", "int"),
+    R("uname", "ptr:buf", "", i386_variants="olduname oldolduname"),
+    R("olduname", "ptr:buf"),
+    R("oldolduname", "ptr:buf"),
+    R("sethostname", "ptr:buf int:len"),  # length-delimited, not NUL-terminated
+    R("setdomainname", "ptr:buf int:len"),
+    R("sysinfo", "ptr"),
+    R("syslog", "int ptr int"),
+    R("sysfs", "int int int"),  # arg1 is a string for option 1
+    R("_sysctl", "ptr"),
+    R("ustat", "int ptr"),
+    R("sync", ""),
+    R("vhangup", ""),
+    R("reboot", "int int int ptr", "admin"),
+    R("kexec_load", "int int ptr int", "admin"),
+    R("init_module", "ptr int str", "admin"),
+    R("delete_module", "str int", "admin"),
+    R("create_module", "str int"),
+    R("query_module", "str int ptr int ptr"),
+    R("get_kernel_syms", "ptr"),
+    R("nfsservctl", "int ptr ptr"),
+    R("add_key", "str str ptr int int"),
+    R("request_key", "str str str int"),
+    R("keyctl", "int int int int int"),
+    R("io_setup", "int ptr"),
+    R("io_destroy", "int"),
+    R("io_submit", "int int ptr"),
+    R("io_cancel", "int ptr ptr"),
+    R("io_getevents", "int int int ptr ptr"),
+    R("io_pgetevents", "int int int ptr ptr ptr", "", i386_variants="io_pgetevents_time64"),
+    R("io_pgetevents_time64", "int int int ptr ptr ptr", "time64"),
+    R("lookup_dcookie", "int ptr int", "", i386="int int ptr int"),
+    R("membarrier", "int int int"),
+    R("getrandom", "ptr:buf int:count int:flags"),
+    R("bdflush", "int int", "", only="i386"),
     # never implemented on x86 (sys_ni_syscall): no arguments worth decoding
-    "afs_syscall": _,
-    "break": _,
-    "ftime": _,
-    "gtty": _,
-    "stty": _,
-    "idle": _,
-    "lock": _,
-    "mpx": _,
-    "prof": _,
-    "profil": _,
-    "ulimit": _,
-    "security": _,
-    "tuxcall": _,
-    "vserver": _,
-}
+    R("afs_syscall", ""),
+    R("break", "", "", only="i386"),
+    R("ftime", "", "", only="i386"),
+    R("gtty", "", "", only="i386"),
+    R("stty", "", "", only="i386"),
+    R("idle", "", "", only="i386"),
+    R("lock", "", "", only="i386"),
+    R("mpx", "", "", only="i386"),
+    R("prof", "", "", only="i386"),
+    R("profil", "", "", only="i386"),
+    R("ulimit", "", "", only="i386"),
+    R("security", ""),
+    R("tuxcall", ""),
+    R("vserver", ""),
+)
 
-# i386 layouts that differ from SIGNATURES: a 64-bit argument takes two registers (low
-# word first), and the old 'mmap' (old_mmap) and 'select' (old_select) take one pointer
-# to a block holding the real arguments.
-I386_SIGNATURES: dict[str, tuple[str, ...]] = {
-    "mmap": ("ptr",),
-    "select": ("ptr",),
-    "fanotify_mark": ("fd", "int", "int", "int", "dirfd", "path"),
-    "pread64": ("fd", "ptr", "int", "int", "int"),
-    "pwrite64": ("fd", "ptr", "int", "int", "int"),
-    "truncate64": ("path", "int", "int"),
-    "ftruncate64": ("fd", "int", "int"),
-    "readahead": ("fd", "int", "int", "int"),
-    "fadvise64": ("fd", "int", "int", "int", "int"),
-    "fadvise64_64": ("fd", "int", "int", "int", "int", "int"),
-    "fallocate": ("fd", "int", "int", "int", "int", "int"),
-    "sync_file_range": ("fd", "int", "int", "int", "int", "int"),
-    "lookup_dcookie": ("int", "int", "ptr", "int"),
-}
+BY_NAME: dict[str, Row] = {r.name: r for r in ROWS}
+if len(BY_NAME) != len(ROWS):
+    raise ValueError("syscalls.table: a call has two rows")
+
+
+def _names(kinds, given):
+    """The argument names of a layout: the row's, else after the kinds."""
+    out = []
+    for i, (kind, name) in enumerate(zip(kinds, given)):
+        if name is None:
+            base = _KIND_NAMES.get(kind, kind if kind != "int" else f"arg{i}")
+            seen = sum(1 for k in kinds[:i] if _KIND_NAMES.get(k, k) == _KIND_NAMES.get(kind, kind))
+            name = base if not seen or kind == "int" else f"{base}{seen + 1}"
+        out.append(name)
+    return tuple(out)
+
+
+_KIND_NAMES = {"oflags": "flags", "atflags": "flags", "str": "string"}
+
+# --- the views the rest of umview reads (derived: do not write to them) ----------------
+SIGNATURES: dict[str, tuple[str, ...]] = {r.name: tuple(k for k, _ in r.args) for r in ROWS}
+I386_SIGNATURES: dict[str, tuple[str, ...]] = {r.name: tuple(k for k, _ in r.i386) for r in ROWS if r.i386}
+ARG_NAMES: dict[str, tuple[str, ...]] = {r.name: _names(SIGNATURES[r.name], [n for _, n in r.args])
+                                         for r in ROWS}
+I386_ARG_NAMES: dict[str, tuple[str, ...]] = {r.name: _names(I386_SIGNATURES[r.name], [n for _, n in r.i386])
+                                              for r in ROWS if r.i386}
+NOFOLLOW: dict[str, tuple] = {r.name: r.nofollow for r in ROWS if r.nofollow}
+# (name, path_index) -> rule, where one path of a call differs from the call's rule.
+NOFOLLOW_ARG: dict[tuple[str, int], tuple] = {(r.name, i): rule for r in ROWS
+                                              for i, rule in r.nofollow_arg.items()}
+WRITES: dict[str, tuple] = {r.name: r.writes for r in ROWS if r.writes}
+NAMES: dict[str, tuple[int, ...]] = {r.name: r.names for r in ROWS if r.names}
+EMPTY_PATH_FLAGS: dict[str, int] = {r.name: r.empty_path for r in ROWS if r.empty_path is not None}
+I386_VARIANTS: dict[str, tuple[str, ...]] = {r.name: r.i386_variants for r in ROWS if r.i386_variants}
+I386_ONLY: tuple[str, ...] = tuple(r.name for r in ROWS if r.only == "i386")
+X32_VARIANTS: dict[str, tuple[str, ...]] = {}
+X32_ONLY: tuple[str, ...] = ()
+
+
+@lru_cache(maxsize=None)
+def calls(*classes):
+    """The names of the calls of any of these classes (frozenset; one
+    look-up per set of classes, then remembered)."""
+    unknown = set(classes) - CLASSES
+    if unknown:
+        raise KeyError(f"syscalls.table: no class {', '.join(sorted(unknown))}")
+    return frozenset(r.name for r in ROWS if r.classes & set(classes))
+
+
+#: the classes a row may have (the legend above)
+CLASSES = frozenset({
+    "opens", "mkdirs", "mknods", "symlinks", "links", "unlinks", "renames",
+    "truncates", "chmods", "chowns", "utimes", "xattr-writes", "metadata", "null-is-fd", "utimens",
+    "stats", "stat64s", "oldstats", "accesses", "readlinks", "reads", "cwd", "chdirs",
+    "execs", "exits", "waits", "set-ids", "creds", "get-ids",
+    "socknames", "sockaddrs", "msghdrs", "bypasses", "mounts", "open-trees", "roots", "admin", "host-waits",
+    "by-pid", "clock-sets", "clock-adjusts", "time64", "classic-mounts",
+    "reads-data", "writes-data", "mmaps", "returns-addr", "returns-mode", "TP", "TN",
+})
+_unknown = {c for r in ROWS for c in r.classes} - CLASSES
+if _unknown:
+    raise ValueError(f"syscalls.table: rows with classes the legend lacks: {sorted(_unknown)}")
+CWD_SETTERS = calls("cwd")
+READ_ONLY = calls("reads")
+PROCESS_CALLS = calls("TP")
+NETWORK_CALLS = calls("TN")
 
 
 def _path_args(sigs):
@@ -593,433 +808,16 @@ def signature(name, abi="x86_64"):
     return SIGNATURES[name]
 
 
-# How a call decides not to follow a symlink in the last component of its path(s).
-# A call not listed here always follows. Rules:
-#   ("always",)               never follows (acts on the link, or creates the name)
-#   ("if_set", arg, mask)     does not follow when args[arg] & mask
-#   ("unless_set", arg, mask) follows only when args[arg] & mask
-#   ("oflags", arg)           O_NOFOLLOW in args[arg], or O_CREAT|O_EXCL both set
-#   ("open_how", arg)         struct open_how at args[arg]: O_NOFOLLOW in .flags or
-#                             RESOLVE_NO_SYMLINKS in .resolve (the caller reads it)
-# A rule applies to every path argument of the call unless NOFOLLOW_ARG overrides it.
-ALWAYS = ("always",)
-NOFOLLOW: dict[str, tuple] = {
-    # act on the link itself
-    "lstat": ALWAYS, "lstat64": ALWAYS, "oldlstat": ALWAYS,
-    "lchown": ALWAYS, "lchown32": ALWAYS,
-    "lgetxattr": ALWAYS, "lsetxattr": ALWAYS, "llistxattr": ALWAYS, "lremovexattr": ALWAYS,
-    "readlink": ALWAYS, "readlinkat": ALWAYS,
-    # remove or rename the name; link(2) does not follow oldpath on Linux
-    "unlink": ALWAYS, "unlinkat": ALWAYS, "rmdir": ALWAYS,
-    "rename": ALWAYS, "renameat": ALWAYS, "renameat2": ALWAYS, "link": ALWAYS,
-    # create the name (a dangling symlink there gives EEXIST, it is not followed)
-    "mkdir": ALWAYS, "mkdirat": ALWAYS, "mknod": ALWAYS, "mknodat": ALWAYS,
-    "symlink": ALWAYS, "symlinkat": ALWAYS,
-    # open family
-    "open": ("oflags", 1),
-    "openat": ("oflags", 2),
-    "openat2": ("open_how", 2),
-    # *at calls with AT_SYMLINK_NOFOLLOW
-    "newfstatat": ("if_set", 3, AT_SYMLINK_NOFOLLOW),
-    "fstatat64": ("if_set", 3, AT_SYMLINK_NOFOLLOW),
-    "statx": ("if_set", 2, AT_SYMLINK_NOFOLLOW),
-    "faccessat2": ("if_set", 3, AT_SYMLINK_NOFOLLOW),
-    "fchmodat2": ("if_set", 3, AT_SYMLINK_NOFOLLOW),
-    "fchownat": ("if_set", 4, AT_SYMLINK_NOFOLLOW),
-    "utimensat": ("if_set", 3, AT_SYMLINK_NOFOLLOW),
-    "utimensat_time64": ("if_set", 3, AT_SYMLINK_NOFOLLOW),
-    "execveat": ("if_set", 4, AT_SYMLINK_NOFOLLOW),  # ELOOP on a symlink
-    "setxattrat": ("if_set", 2, AT_SYMLINK_NOFOLLOW),
-    "getxattrat": ("if_set", 2, AT_SYMLINK_NOFOLLOW),
-    "listxattrat": ("if_set", 2, AT_SYMLINK_NOFOLLOW),
-    "removexattrat": ("if_set", 2, AT_SYMLINK_NOFOLLOW),
-    "file_getattr": ("if_set", 4, AT_SYMLINK_NOFOLLOW),
-    "file_setattr": ("if_set", 4, AT_SYMLINK_NOFOLLOW),
-    "open_tree": ("if_set", 2, AT_SYMLINK_NOFOLLOW),
-    "open_tree_attr": ("if_set", 2, AT_SYMLINK_NOFOLLOW),
-    "mount_setattr": ("if_set", 2, AT_SYMLINK_NOFOLLOW),
-    # calls whose default is not to follow
-    "linkat": ("unless_set", 4, AT_SYMLINK_FOLLOW),
-    "name_to_handle_at": ("unless_set", 4, AT_SYMLINK_FOLLOW),
-    "move_mount": ("unless_set", 4, 0x01),  # MOVE_MOUNT_F_SYMLINKS (from path)
-    # flags of their own
-    "umount2": ("if_set", 1, 0x8),  # UMOUNT_NOFOLLOW
-    "fspick": ("if_set", 2, 0x2),  # FSPICK_SYMLINK_NOFOLLOW
-    "inotify_add_watch": ("if_set", 2, 0x01000000),  # IN_DONT_FOLLOW
-    "fanotify_mark": ("if_set", 1, 0x04),  # FAN_MARK_DONT_FOLLOW
-}
-# (name, path_index) -> rule, where one path of a call differs from the call's rule.
-NOFOLLOW_ARG: dict[tuple[str, int], tuple] = {
-    ("linkat", 3): ALWAYS,  # newpath is created
-    ("move_mount", 3): ("unless_set", 4, 0x10),  # MOVE_MOUNT_T_SYMLINKS (to path)
-}
-
-
 def nofollow_rule(name, path_index):
     """Return the NOFOLLOW rule for one path argument, or None if it always follows."""
     return NOFOLLOW_ARG.get((name, path_index), NOFOLLOW.get(name))
 
 
-# Path calls that may modify the file system: under a layered mount (viewfs merge,
-# cow, mincow) the C core hands these to Python, which copies up or records a
-# whiteout; every other path call there runs on the real (lower) tree natively.
-# Rules (UM_WRITE_* of umview/core.h):
-#   ("always",)          the call writes whenever it succeeds
-#   ("oflags", arg)      open flags in args[arg]: writes iff O_WRONLY, O_RDWR, O_CREAT or
-#                        O_TRUNC is set (O_TMPFILE carries O_WRONLY or O_RDWR)
-#   ("open_how", arg)    the same flags, in the struct open_how args[arg] points to
-#   ("access", arg)      an access(2) mode in args[arg]: counts iff W_OK, whose answer
-#                        is the copy's where a write would copy up
-# Judgement calls: mount, umount, pivot_root, move_mount, mount_setattr and fspick change
-# what the tree looks like; acct and swapon write into their file; swapoff and quotactl
-# change the state of a file or device. Writes: they go to the module that decides.
-# chroot, chdir, execve and uselib only read; so do inotify/fanotify marks, open_tree
-# (a detached copy) and name_to_handle_at. READ_ONLY lists them all, so that a path call
-# added to SIGNATURES must be put on one side (a unit test checks).
-WRITES: dict[str, tuple] = {
-    "open": ("oflags", 1), "openat": ("oflags", 2), "openat2": ("open_how", 2),
-    "creat": ALWAYS,
-    "mkdir": ALWAYS, "mkdirat": ALWAYS, "mknod": ALWAYS, "mknodat": ALWAYS,
-    "link": ALWAYS, "linkat": ALWAYS, "symlink": ALWAYS, "symlinkat": ALWAYS,
-    "unlink": ALWAYS, "unlinkat": ALWAYS, "rmdir": ALWAYS,
-    "rename": ALWAYS, "renameat": ALWAYS, "renameat2": ALWAYS,
-    "chmod": ALWAYS, "fchmodat": ALWAYS, "fchmodat2": ALWAYS,
-    "chown": ALWAYS, "lchown": ALWAYS, "chown32": ALWAYS, "lchown32": ALWAYS, "fchownat": ALWAYS,
-    "truncate": ALWAYS, "truncate64": ALWAYS,
-    "utime": ALWAYS, "utimes": ALWAYS, "futimesat": ALWAYS,
-    "utimensat": ALWAYS, "utimensat_time64": ALWAYS,
-    "file_setattr": ALWAYS,
-    "setxattr": ALWAYS, "lsetxattr": ALWAYS, "setxattrat": ALWAYS,
-    "removexattr": ALWAYS, "lremovexattr": ALWAYS, "removexattrat": ALWAYS,
-    "mount": ALWAYS, "umount": ALWAYS, "umount2": ALWAYS, "pivot_root": ALWAYS,
-    "move_mount": ALWAYS, "mount_setattr": ALWAYS, "fspick": ALWAYS,
-    "acct": ALWAYS, "swapon": ALWAYS, "swapoff": ALWAYS, "quotactl": ALWAYS,
-    "access": ("access", 1), "faccessat": ("access", 2), "faccessat2": ("access", 2),
-}
-# Path slots (0: the call's first path argument, 1: its second) that name an entry the
-# call makes, removes or renames. The kernel walks their parent and checks the last
-# component itself (fs/namei.c, filename_parentat and filename_create): "." and ".."
-# there fail (rmdir: EINVAL, ENOTEMPTY; unlink: EISDIR; rename: EBUSY; a call that makes
-# the name: EEXIST), so does "/" (EBUSY), and a mount point is busy. A view must not
-# turn "d/." into "d" for them.
-NAMES: dict[str, tuple[int, ...]] = {
-    "mkdir": (0,), "mkdirat": (0,), "mknod": (0,), "mknodat": (0,),
-    "symlink": (0,), "symlinkat": (0,), "link": (1,), "linkat": (1,),
-    "unlink": (0,), "unlinkat": (0,), "rmdir": (0,),
-    "rename": (0, 1), "renameat": (0, 1), "renameat2": (0, 1),
-}
-# calls whose path becomes the cwd: under a layered prefix a merged directory is
-# entered at its lower path, which is the view's (UM_CLAIM_CHDIR)
-CWD_SETTERS = frozenset({"chdir"})
-READ_ONLY = frozenset({
-    "stat", "lstat", "oldstat", "oldlstat", "stat64",
-    "lstat64", "newfstatat", "fstatat64", "statx", "statfs", "statfs64", "readlink",
-    "readlinkat", "getxattr", "lgetxattr", "getxattrat", "listxattr", "llistxattr",
-    "listxattrat", "file_getattr", "execve", "execveat", "chdir", "chroot", "uselib",
-    "inotify_add_watch", "fanotify_mark", "name_to_handle_at", "open_tree", "open_tree_attr",
-})
-
-
-# x86_64 name -> i386-only names doing the same job with another layout or number, so
-# that an engine claiming the x86_64 name also traps these on i386. Same-named calls
-# with an old layout (i386 'mmap' = old_mmap, 'select' = old_select) are in
-# I386_SIGNATURES instead. socketcall and ipc multiplex a whole family each.
-_SOCKETCALL = ("socketcall",)
-_IPC = ("ipc",)
-I386_VARIANTS: dict[str, tuple[str, ...]] = {
-    # files
-    "stat": ("stat64", "oldstat"),
-    "lstat": ("lstat64", "oldlstat"),
-    "fstat": ("fstat64", "oldfstat"),
-    "newfstatat": ("fstatat64",),
-    "statfs": ("statfs64",),
-    "fstatfs": ("fstatfs64",),
-    "chown": ("chown32",),
-    "lchown": ("lchown32",),
-    "fchown": ("fchown32",),
-    "truncate": ("truncate64",),
-    "ftruncate": ("ftruncate64",),
-    "fcntl": ("fcntl64",),
-    "lseek": ("_llseek",),
-    "getdents": ("readdir",),
-    "sendfile": ("sendfile64",),
-    "fadvise64": ("fadvise64_64",),
-    "utimensat": ("utimensat_time64",),
-    "umount2": ("umount",),
-    "mmap": ("mmap2",),
-    # polling and waiting
-    "select": ("_newselect",),
-    "pselect6": ("pselect6_time64",),
-    "ppoll": ("ppoll_time64",),
-    "futex": ("futex_time64",),
-    "io_pgetevents": ("io_pgetevents_time64",),
-    "wait4": ("waitpid",),
-    # identity
-    "getuid": ("getuid32",),
-    "geteuid": ("geteuid32",),
-    "getgid": ("getgid32",),
-    "getegid": ("getegid32",),
-    "setuid": ("setuid32",),
-    "setgid": ("setgid32",),
-    "setreuid": ("setreuid32",),
-    "setregid": ("setregid32",),
-    "setresuid": ("setresuid32",),
-    "setresgid": ("setresgid32",),
-    "getresuid": ("getresuid32",),
-    "getresgid": ("getresgid32",),
-    "setfsuid": ("setfsuid32",),
-    "setfsgid": ("setfsgid32",),
-    "getgroups": ("getgroups32",),
-    "setgroups": ("setgroups32",),
-    # system and process
-    "uname": ("olduname", "oldolduname"),
-    "getrlimit": ("ugetrlimit",),
-    "setpriority": ("nice",),
-    # signals
-    "rt_sigaction": ("sigaction", "signal"),
-    "rt_sigprocmask": ("sigprocmask", "sgetmask", "ssetmask"),
-    "rt_sigpending": ("sigpending",),
-    "rt_sigsuspend": ("sigsuspend",),
-    "rt_sigreturn": ("sigreturn",),
-    "rt_sigtimedwait": ("rt_sigtimedwait_time64",),
-    # time (the *_time64 calls take 64-bit time_t on i386)
-    "settimeofday": ("stime",),
-    "clock_gettime": ("clock_gettime64",),
-    "clock_settime": ("clock_settime64",),
-    "clock_getres": ("clock_getres_time64",),
-    "clock_adjtime": ("clock_adjtime64",),
-    "clock_nanosleep": ("clock_nanosleep_time64",),
-    "timer_gettime": ("timer_gettime64",),
-    "timer_settime": ("timer_settime64",),
-    "timerfd_gettime": ("timerfd_gettime64",),
-    "timerfd_settime": ("timerfd_settime64",),
-    "sched_rr_get_interval": ("sched_rr_get_interval_time64",),
-    "mq_timedsend": ("mq_timedsend_time64",),
-    "mq_timedreceive": ("mq_timedreceive_time64",),
-    # sockets: i386 has direct calls since Linux 4.3, but libc may still use socketcall
-    "socket": _SOCKETCALL,
-    "socketpair": _SOCKETCALL,
-    "bind": _SOCKETCALL,
-    "connect": _SOCKETCALL,
-    "listen": _SOCKETCALL,
-    "accept": _SOCKETCALL,
-    "accept4": _SOCKETCALL,
-    "getsockname": _SOCKETCALL,
-    "getpeername": _SOCKETCALL,
-    "sendto": _SOCKETCALL,
-    "recvfrom": _SOCKETCALL,
-    "sendmsg": _SOCKETCALL,
-    "recvmsg": _SOCKETCALL,
-    "sendmmsg": _SOCKETCALL,
-    "recvmmsg": ("socketcall", "recvmmsg_time64"),
-    "shutdown": _SOCKETCALL,
-    "setsockopt": _SOCKETCALL,
-    "getsockopt": _SOCKETCALL,
-    # SysV IPC: direct calls since Linux 5.1, ipc(2) multiplexes them all
-    "semget": _IPC,
-    "semctl": _IPC,
-    "semop": _IPC,
-    "semtimedop": ("ipc", "semtimedop_time64"),
-    "msgget": _IPC,
-    "msgsnd": _IPC,
-    "msgrcv": _IPC,
-    "msgctl": _IPC,
-    "shmget": _IPC,
-    "shmat": _IPC,
-    "shmdt": _IPC,
-    "shmctl": _IPC,
-}
-
-# i386-only names with no x86_64 counterpart: never implemented (sys_ni_syscall) or
-# without an x86_64 equivalent.
-I386_ONLY: tuple[str, ...] = (
-    "bdflush", "break", "ftime", "gtty", "idle", "lock", "mpx", "prof", "profil",
-    "stty", "ulimit", "vm86", "vm86old",
-)
-
-# x32 names are a subset of the x86_64 names (its calls 512-547 have x86_64 names with
-# x32 layouts and numbers), so nothing to map today. Kept for symmetry and checked by test.
-X32_VARIANTS: dict[str, tuple[str, ...]] = {}
-X32_ONLY: tuple[str, ...] = ()
-
-
-# Calls whose flags argument may carry AT_EMPTY_PATH: an empty path then means the
-# dirfd itself. name -> index of that flags argument.
-EMPTY_PATH_FLAGS: dict[str, int] = {
-    "newfstatat": 3, "fstatat64": 3, "statx": 2, "fchownat": 4, "linkat": 4,
-    "name_to_handle_at": 4, "execveat": 4, "open_tree": 2, "fchmodat2": 3,
-    "utimensat": 3, "faccessat2": 3, "mount_setattr": 2, "open_tree_attr": 2,
-    "getxattrat": 2, "setxattrat": 2, "listxattrat": 2, "removexattrat": 2,
-}
-
-
-# --- argument names ---------------------------------------------------------------------
-# Engines read arguments by name (``call.mode``, ``call.flags``), whatever the ABI. A
-# call not listed names its arguments after their kinds: path, dirfd, fd, flags (oflags
-# and atflags), string (str), ptr, and argN for a plain int; a kind seen twice gets a
-# 2 on the second (path, path2). I386_ARG_NAMES follows I386_SIGNATURES: a 64-bit value
-# split over two registers is NAME_lo and NAME_hi, and ``call.NAME`` joins them.
-_STAT = ("path", "statbuf")
-_CHOWN = ("path", "uid", "gid")
-_XATTR_SET = ("path", "attr", "value", "size", "flags")
-_XATTR_GET = ("path", "attr", "value", "size")
-ARG_NAMES: dict[str, tuple[str, ...]] = {
-    "open": ("path", "flags", "mode"),
-    "openat": ("dirfd", "path", "flags", "mode"),
-    "openat2": ("dirfd", "path", "how", "size"),
-    "creat": ("path", "mode"),
-    "open_by_handle_at": ("mount_fd", "handle", "flags"),
-    "name_to_handle_at": ("dirfd", "path", "handle", "mount_id", "flags"),
-    "mkdir": ("path", "mode"),
-    "mkdirat": ("dirfd", "path", "mode"),
-    "mknod": ("path", "mode", "dev"),
-    "mknodat": ("dirfd", "path", "mode", "dev"),
-    "stat": _STAT, "lstat": _STAT, "oldstat": _STAT, "oldlstat": _STAT, "stat64": _STAT,
-    "lstat64": _STAT,
-    "newfstatat": ("dirfd", "path", "statbuf", "flags"),
-    "fstatat64": ("dirfd", "path", "statbuf", "flags"),
-    "statx": ("dirfd", "path", "flags", "mask", "statxbuf"),
-    "statfs": ("path", "buf"),
-    "statfs64": ("path", "size", "buf"),
-    "access": ("path", "mode"),
-    "faccessat": ("dirfd", "path", "mode"),
-    "faccessat2": ("dirfd", "path", "mode", "flags"),
-    "readlink": ("path", "buf", "size"),
-    "readlinkat": ("dirfd", "path", "buf", "size"),
-    "getcwd": ("buf", "size"),
-    "chmod": ("path", "mode"),
-    "fchmodat": ("dirfd", "path", "mode"),
-    "fchmodat2": ("dirfd", "path", "mode", "flags"),
-    "fchmod": ("fd", "mode"),
-    "chown": _CHOWN, "lchown": _CHOWN, "chown32": _CHOWN, "lchown32": _CHOWN,
-    "fchownat": ("dirfd", "path", "uid", "gid", "flags"),
-    "fchown": ("fd", "uid", "gid"),
-    "fchown32": ("fd", "uid", "gid"),
-    "truncate": ("path", "length"),
-    "truncate64": ("path", "length"),
-    "ftruncate": ("fd", "length"),
-    "ftruncate64": ("fd", "length"),
-    "utime": ("path", "times"),
-    "utimes": ("path", "times"),
-    "futimesat": ("dirfd", "path", "times"),
-    "utimensat": ("dirfd", "path", "times", "flags"),
-    "utimensat_time64": ("dirfd", "path", "times", "flags"),
-    "setxattr": _XATTR_SET, "lsetxattr": _XATTR_SET,
-    "fsetxattr": ("fd", "attr", "value", "size", "flags"),
-    "getxattr": _XATTR_GET, "lgetxattr": _XATTR_GET,
-    "fgetxattr": ("fd", "attr", "value", "size"),
-    "removexattr": ("path", "attr"), "lremovexattr": ("path", "attr"),
-    "fremovexattr": ("fd", "attr"),
-    "link": ("oldpath", "newpath"),
-    "linkat": ("olddirfd", "oldpath", "newdirfd", "newpath", "flags"),
-    "unlink": ("path",),
-    "unlinkat": ("dirfd", "path", "flags"),
-    "rmdir": ("path",),
-    "rename": ("oldpath", "newpath"),
-    "renameat": ("olddirfd", "oldpath", "newdirfd", "newpath"),
-    "renameat2": ("olddirfd", "oldpath", "newdirfd", "newpath", "flags"),
-    "symlink": ("target", "linkpath"),
-    "symlinkat": ("target", "newdirfd", "linkpath"),
-    "execve": ("path", "argv", "envp"),
-    "execveat": ("dirfd", "path", "argv", "envp", "flags"),
-    "chdir": ("path",),
-    "fchdir": ("fd",),
-    "chroot": ("path",),
-    "inotify_add_watch": ("fd", "path", "mask"),
-    "fanotify_mark": ("fd", "flags", "mask", "dirfd", "path"),
-    "mount": ("source", "target", "fstype", "flags", "data"),
-    "umount": ("target",),
-    "umount2": ("target", "flags"),
-    "read": ("fd", "buf", "count"),
-    "write": ("fd", "buf", "count"),
-    "getdents": ("fd", "dirp", "count"),
-    "getdents64": ("fd", "dirp", "count"),
-    "close": ("fd",),
-    "dup": ("fd",),
-    "dup2": ("fd", "newfd"),
-    "dup3": ("fd", "newfd", "flags"),
-    "fcntl": ("fd", "cmd", "cmdarg"),
-    "fcntl64": ("fd", "cmd", "cmdarg"),
-    "ioctl": ("fd", "request", "argp"),
-    "socket": ("domain", "type", "protocol"),
-    "socketpair": ("domain", "type", "protocol", "sv"),
-    "bind": ("fd", "addr", "addrlen"),
-    "connect": ("fd", "addr", "addrlen"),
-    "socketcall": ("call", "argp"),
-    "kill": ("pid", "sig"),
-    "ptrace": ("request", "pid", "addr", "data"),
-    "seccomp": ("op", "flags", "uargs"),
-    "unshare": ("flags",),
-    "clone": ("flags", "stack", "parent_tid", "child_tid", "tls"),
-    "uname": ("buf",),
-    "olduname": ("buf",),
-    "oldolduname": ("buf",),
-    "sethostname": ("buf", "len"),
-    "setdomainname": ("buf", "len"),
-    "time": ("tloc",),
-    "stime": ("tptr",),
-    "gettimeofday": ("tv", "tz"),
-    "settimeofday": ("tv", "tz"),
-    "adjtimex": ("buf",),
-    "clock_gettime": ("clock", "tp"),
-    "clock_gettime64": ("clock", "tp"),
-    "clock_settime": ("clock", "tp"),
-    "clock_settime64": ("clock", "tp"),
-    "clock_adjtime": ("clock", "buf"),
-    "clock_adjtime64": ("clock", "buf"),
-    "clock_nanosleep": ("clock", "flags", "rqtp", "rmtp"),
-    "clock_nanosleep_time64": ("clock", "flags", "rqtp", "rmtp"),
-    "timerfd_settime": ("fd", "flags", "new", "old"),
-    "timerfd_settime64": ("fd", "flags", "new", "old"),
-    "timer_settime": ("timer", "flags", "new", "old"),
-    "timer_settime64": ("timer", "flags", "new", "old"),
-    "futex": ("uaddr", "op", "val", "timeout", "uaddr2", "val3"),
-    "futex_time64": ("uaddr", "op", "val", "timeout", "uaddr2", "val3"),
-    "futex_wait": ("uaddr", "val", "mask", "flags", "timeout", "clockid"),
-    "futex_waitv": ("waiters", "nr_futexes", "flags", "timeout", "clockid"),
-    "mq_timedsend": ("mqdes", "msg_ptr", "msg_len", "msg_prio", "abs_timeout"),
-    "mq_timedsend_time64": ("mqdes", "msg_ptr", "msg_len", "msg_prio", "abs_timeout"),
-    "mq_timedreceive": ("mqdes", "msg_ptr", "msg_len", "msg_prio", "abs_timeout"),
-    "mq_timedreceive_time64": ("mqdes", "msg_ptr", "msg_len", "msg_prio", "abs_timeout"),
-    "getrandom": ("buf", "count", "flags"),
-    # identity (the 16-bit i386 calls name theirs alike: their ids are the low 16 bits)
-    "setuid": ("uid",), "setuid32": ("uid",), "setgid": ("gid",), "setgid32": ("gid",),
-    "setfsuid": ("uid",), "setfsuid32": ("uid",), "setfsgid": ("gid",), "setfsgid32": ("gid",),
-    "setreuid": ("ruid", "euid"), "setreuid32": ("ruid", "euid"),
-    "setregid": ("rgid", "egid"), "setregid32": ("rgid", "egid"),
-    "setresuid": ("ruid", "euid", "suid"), "setresuid32": ("ruid", "euid", "suid"),
-    "setresgid": ("rgid", "egid", "sgid"), "setresgid32": ("rgid", "egid", "sgid"),
-    "getresuid": ("ruidp", "euidp", "suidp"), "getresuid32": ("ruidp", "euidp", "suidp"),
-    "getresgid": ("rgidp", "egidp", "sgidp"), "getresgid32": ("rgidp", "egidp", "sgidp"),
-    "getgroups": ("ngroups", "list"), "getgroups32": ("ngroups", "list"),
-    "setgroups": ("ngroups", "list"), "setgroups32": ("ngroups", "list"),
-}
-I386_ARG_NAMES: dict[str, tuple[str, ...]] = {
-    "fanotify_mark": ("fd", "flags", "mask_lo", "mask_hi", "dirfd", "path"),
-    "pread64": ("fd", "buf", "count", "pos_lo", "pos_hi"),
-    "pwrite64": ("fd", "buf", "count", "pos_lo", "pos_hi"),
-    "truncate64": ("path", "length_lo", "length_hi"),
-    "ftruncate64": ("fd", "length_lo", "length_hi"),
-}
 # Plain int arguments that the kernel reads as 32-bit C ints (flags, modes, ids): their
 # decoded value is the register's low 32 bits on every ABI, as the kernel sees it.
 INT32_NAMES = frozenset({
     "mode", "dev", "uid", "gid", "ruid", "euid", "suid", "rgid", "egid", "sgid", "ngroups",
     "domain", "type", "protocol", "sig", "cmd", "op",
-    "addrlen", "call", "request", "clock", "clockid", "timer", "len", "mqdes",
-})
-
-
-# --- trace classes (strace's -e trace=%CLASS) -------------------------------------------
-# %file and %desc are derived from the argument kinds (a path, an fd); the others are
-# listed.
-PROCESS_CALLS = frozenset({
-    "clone", "clone3", "fork", "vfork", "execve", "execveat", "exit", "exit_group", "wait4",
-    "waitpid", "waitid", "kill", "tkill", "tgkill", "pidfd_open", "pidfd_send_signal",
-    "rt_sigqueueinfo", "rt_tgsigqueueinfo", "unshare", "setns",
-})
-NETWORK_CALLS = frozenset({
-    "socket", "socketpair", "bind", "listen", "accept", "accept4", "connect", "getsockname",
-    "getpeername", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg",
-    "shutdown", "setsockopt", "getsockopt", "socketcall",
+    "addrlen", "call", "request", "clock", "clockid", "timer", "len", "mqdes", "error_code",
+    "level", "optname", "shmid", "shmflg",
 })

@@ -3,8 +3,9 @@
 The public engine API (see docs/engines.md):
 
     from umview import Engine, Monitor, CONTINUE, CONTINUE_AFTER, Skip
+    from umview import calls, PATH_SYSCALLS  # the calls of a class of the table, every path call
 """
-__all__ = ["CONTINUE", "CONTINUE_AFTER", "Call", "Engine", "Monitor", "Skip", "PATH_SYSCALLS"]
+__all__ = ["CONTINUE", "CONTINUE_AFTER", "Call", "Engine", "Monitor", "Skip", "PATH_SYSCALLS", "calls"]
 
 
 def __getattr__(name):
@@ -19,8 +20,8 @@ def __getattr__(name):
         from umview.monitor import Monitor
 
         return Monitor
-    if name == "PATH_SYSCALLS":
-        from umview.syscalls import PATH_SYSCALLS
+    if name in ("PATH_SYSCALLS", "calls"):
+        from umview import syscalls
 
-        return PATH_SYSCALLS
+        return getattr(syscalls, name)
     raise AttributeError(name)

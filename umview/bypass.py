@@ -27,6 +27,7 @@ import os
 
 from umview import fdpass
 from umview.engine import CONTINUE, Engine, Skip
+from umview.syscalls import calls
 
 PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
 
@@ -35,7 +36,7 @@ class PathBypass(Engine):
     name = "pathbypass"
     description = ("io_uring_setup (ENOSYS) and open_by_handle_at (EPERM) refused: they bypass the view's paths; "
                    "PR_SET_DUMPABLE emulated for a normal user's monitor")
-    syscalls = frozenset({"io_uring_setup", "open_by_handle_at"})
+    syscalls = calls("bypasses")
     per_view = "pathbypass"
 
     def __init__(self):

@@ -48,7 +48,7 @@ from umview.core import lib
 from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip, _normalize, under_any
 from umview.pathwalk import dotted, plain_path, walk
 from umview.service import SOCKNAME_SYSCALLS, RedirectMount, ViewLookup, realize, sockname_enter, sockname_exit
-from umview.syscalls import PATH_SYSCALLS
+from umview.syscalls import PATH_SYSCALLS, calls
 
 AT_FDCWD = core.AT_FDCWD
 _signed = core.signed32
@@ -56,7 +56,7 @@ AT_EMPTY_PATH = 0x1000
 AT_EACCESS = 0x200
 EXECS = {"execve": (0, 1), "execveat": (1, 2)}  # path and argv argument indexes
 BINPRM_BUF_SIZE = 256  # what the kernel reads of a #! line
-OPENS = frozenset({"open", "openat", "openat2", "creat"})
+OPENS = calls("opens")
 RESOLVE_IN_ROOT = 0x10
 MAX_FD_PATHS = 65536
 # what follows /proc/ in a magic link to a process's root, cwd or open file
@@ -77,14 +77,14 @@ class CwdTracker(Engine):
     # execve as a path call, and while a redirecting mount exists also where
     # the #! interpreter or ELF loader it runs lies under it (the C core
     # reads the program's head: exec_syscalls)
-    syscalls = frozenset({"fchdir", "chroot"})
-    vcwd_syscalls = frozenset({"getcwd", "chdir"})
+    syscalls = (calls("chdirs") - PATH_SYSCALLS) | (calls("roots") & PATH_SYSCALLS)
+    vcwd_syscalls = (calls("chdirs") & PATH_SYSCALLS) | {"getcwd"}
     newest = True
     mounts_later = True
     walks_symlinks = True
     # AF_UNIX socket paths of a process under a virtual root (the mounts
     # claim them too: no call stops for this alone)
-    unix_addr_syscalls = frozenset({"bind", "connect"})
+    unix_addr_syscalls = calls("sockaddrs")
     # and the calls that give such a name back: the name the process bound,
     # not the one a mount made of it (service.record_bound_name)
     sockname_syscalls = SOCKNAME_SYSCALLS
@@ -318,7 +318,7 @@ class CwdTracker(Engine):
                 return Skip.errno(errno.ERANGE)
             call.write_mem(call.raw("buf"), data)
             return Skip(len(data))
-        if call.name in ("readlink", "readlinkat") and (self.exe or self.vcwd or self.vroot):
+        if call.name in calls("readlinks") and (self.exe or self.vcwd or self.vroot):
             answer = self._proc_readlink(call)
             if answer is not None:
                 return answer

@@ -245,11 +245,7 @@ _W_OK = 2
 _RESOLVE_NO_SYMLINKS = 0x04
 #: calls that change a file's metadata: Landlock cannot bound them, so with a
 #: path a view rewrote they run on the file the view resolved (run_anchored)
-ANCHORED = frozenset({
-    "chmod", "fchmodat", "fchmodat2", "chown", "lchown", "chown32", "lchown32", "fchownat",
-    "utime", "utimes", "futimesat", "utimensat", "utimensat_time64",
-    "setxattr", "lsetxattr", "setxattrat", "removexattr", "lremovexattr", "removexattrat",
-})
+ANCHORED = "metadata"  # the table's class (syscalls/table.py)
 _SCRATCH_LIMIT = 64 * 1024
 _PATH_MAX = 4096
 _UTIME_OMIT = (1 << 30) - 2
@@ -470,7 +466,7 @@ class Call:
         and the fd is closed: three injected calls, in the process's own
         credentials. The strings live where no other thread can change them
         (pinned)."""
-        if self.name not in ANCHORED or self.notified or self.spec is None:
+        if not self.of_class(ANCHORED) or not self.spec.path_slots or self.notified:
             return None
         slots = [(slot, index) for slot, index in enumerate(self.path_indices)
                  if self.args[index] != self.orig_args[index] and self.args[index]]
@@ -532,7 +528,7 @@ class Call:
         long = self.long_paths()
         if not long or self.spec is None:
             return None
-        if self.notified or self.name in ("execve", "execveat"):
+        if self.notified or self.of_class("execs"):
             return -_errno.ENAMETOOLONG
         numbers = _arch().abi_by_name(self.abi).numbers
         args = list(self.args)
@@ -625,6 +621,10 @@ class Call:
             self.write_mem(addr, data + b"\0")
         return addr
 
+    def of_class(self, cls):
+        """Is the call of this class of the table's rows (``calls(cls)``)?"""
+        return self.spec is not None and cls in self.spec.classes
+
     def open_flags(self):
         """The flags an open call (open, openat, openat2, creat) opens with:
         creat's own, openat2's from its struct open_how (OSError EFAULT if
@@ -656,7 +656,7 @@ class Call:
     def _times_omitted(self):
         """utimensat with both times UTIME_OMIT: the kernel returns 0
         without even looking the path up (fs/utimes.c)."""
-        if self.name not in ("utimensat", "utimensat_time64") or not self.args[2]:
+        if not self.of_class("utimens") or not self.args[2]:
             return False
         word = 4 if self.abi == "i386" and self.name == "utimensat" else 8  # old_timespec32
         try:

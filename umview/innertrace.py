@@ -32,6 +32,7 @@ import time
 from umview import core, fdpass
 from umview.core import ffi, lib
 from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip
+from umview.syscalls import calls
 
 # requests (include/uapi/linux/ptrace.h, arch/x86/include/uapi/asm/ptrace-abi.h)
 TRACEME, PEEKTEXT, PEEKDATA, PEEKUSER, POKETEXT, POKEDATA, POKEUSER, CONT, KILL, SINGLESTEP = range(10)
@@ -182,10 +183,10 @@ class InnerTracing(Engine):
     syscalls = frozenset({"ptrace"})
     newest = 2
     abis = frozenset({"x86_64"})  # i386 tracers: ENOSYS (docs/internals.md)
-    _WAITS = frozenset({"wait4", "waitid", "waitpid"})
-    OPENS = frozenset({"open", "openat", "openat2"})
+    _WAITS = calls("waits")
+    OPENS = calls("opens")
     _STATFS = frozenset({"fstatfs"})
-    _LINKS = frozenset({"readlink", "readlinkat", "statfs"})  # of /proc/PID/fd/N
+    _LINKS = calls("readlinks") | {"statfs"}  # of /proc/PID/fd/N
 
     def __init__(self, monitor):
         self.monitor = monitor
@@ -329,7 +330,7 @@ class InnerTracing(Engine):
         monitor stops shows the state it has natively: "t (tracing stop)" only
         at a stop its tracer knows of, "T (stopped)" in a group-stop the
         monitor listens to, else running."""
-        flags = call.arg("flags") if call.name != "openat2" else 0
+        flags = call.open_flags()
         if call.name == "openat2" or (flags & 3) != os.O_RDONLY:
             return CONTINUE
         m = _PROC_FILE.match(call.paths()[0])

@@ -16,6 +16,7 @@ from umview.core import ffi, lib
 from umview.engine import CONTINUE, CONTINUE_AFTER, Call, Engine, Skip, under_any
 from umview.innertrace import InnerTracing
 from umview.servicecontrol import ServiceControl
+from umview.syscalls import calls
 from umview.views import View
 
 ABI_IDS = {"x86_64": lib.UM_ABI_X86_64, "i386": lib.UM_ABI_I386, "x32": lib.UM_ABI_X32}
@@ -59,8 +60,7 @@ class _Pending:
 
 #: calls that may change what the kernel checks a process's access with
 #: (UM_CLAIM_CREDS; with their variants, i386's 32-bit id calls)
-CREDS_CALLS = ("setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setfsuid", "setfsgid",
-               "setgroups", "capset", "unshare", "setns", "landlock_restrict_self")
+CREDS_CALLS = calls("creds")
 
 
 class Dispatcher:
@@ -615,7 +615,7 @@ def _servers():
 
 
 #: the exec calls: trapped by ptrace stops, never by notifications (load_into_core)
-_EXECS = frozenset({"execve", "execveat"})
+_EXECS = calls("execs")
 
 
 def _set_claim(sc, mode):

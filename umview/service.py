@@ -18,7 +18,7 @@ import struct
 from umview import core
 from umview.engine import CONTINUE, Engine, Skip
 from umview.pathwalk import last_dot
-from umview.syscalls import PATH_SYSCALLS
+from umview.syscalls import PATH_SYSCALLS, calls
 
 AF_UNIX = 1
 SUN_PATH_MAX = 108  # sizeof(sockaddr_un.sun_path)
@@ -31,7 +31,7 @@ SOCKADDR_UN_SIZE = 2 + SUN_PATH_MAX
 # where two engines rewrote, newest first: each records its own step).
 _BOUND_NAMES = {}
 _BOUND_INODES = {}  # the socket (its fd link, socket:[INODE]) -> the name it was bound by
-SOCKNAME_SYSCALLS = frozenset({"getsockname", "getpeername", "accept", "accept4"})
+SOCKNAME_SYSCALLS = calls("socknames")
 
 
 def record_bound_name(call, stored):
@@ -230,7 +230,7 @@ class RedirectMount(Engine):
         self.path_syscalls = frozenset(PATH_SYSCALLS if path_syscalls is None else path_syscalls)
         # AF_UNIX socket paths: the address is a struct, not a path argument;
         # the C core hands over the bind/connect calls whose address is one
-        self.unix_addr_syscalls = frozenset({"bind", "connect"})
+        self.unix_addr_syscalls = calls("sockaddrs")
         #: older mounts this one stands in for under its target (a viewfs
         #: ``fresh`` layered mount beside the layered mount it was made over):
         #: a path it resolved is not theirs to resolve again
@@ -286,10 +286,10 @@ class RedirectMount(Engine):
         names = call.spec.names if call.spec is not None else ()
         if not any(slot in names and rel == b"" for slot, rel in rels.items()):
             return None
-        if call.name in ("unlink", "unlinkat", "rmdir"):
+        if call.name in calls("unlinks"):
             rmdir = call.name == "rmdir" or call.name == "unlinkat" and call.flags & 0x200  # AT_REMOVEDIR
             return Skip.errno(errno.EBUSY if rmdir else errno.EISDIR)
-        if call.name in ("rename", "renameat", "renameat2"):
+        if call.name in calls("renames"):
             if rels.get(0) and not exists(rels[0]):
                 return None  # the kernel's ENOENT first
             return Skip.errno(errno.EBUSY)

@@ -50,6 +50,7 @@ import struct
 from umview import core, fdpass
 from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip
 from umview.service import Module
+from umview.syscalls import calls, table
 
 from . import creds as C
 from .records import Records, shown
@@ -57,19 +58,15 @@ from .records import Records, shown
 log = logging.getLogger("umview")
 
 #: the calls i386 has in a 16-bit form (its *32 names are the 32-bit ones)
-LEGACY16 = frozenset({
-    "getuid", "geteuid", "getgid", "getegid", "setuid", "setgid", "setreuid", "setregid",
-    "setresuid", "setresgid", "getresuid", "getresgid", "setfsuid", "setfsgid", "getgroups",
-    "setgroups", "chown", "lchown", "fchown",
-})
-IDENTITY = LEGACY16 - {"chown", "lchown", "fchown"}
+LEGACY16 = frozenset(r.name for r in table.ROWS if r.name + "32" in r.i386_variants)
+IDENTITY = LEGACY16 & calls("set-ids", "get-ids")
 OVERFLOW_ID = 65534  # what a 16-bit call shows of an id above 65535 (overflowuid)
 GET_ONE = {"getuid": ("uid", 0), "geteuid": ("uid", 1), "getgid": ("gid", 0), "getegid": ("gid", 1)}
 
-CHOWNS = frozenset({"chown", "lchown", "fchown", "fchownat"})
-CHMODS = frozenset({"chmod", "fchmod", "fchmodat", "fchmodat2"})
-MKNODS = frozenset({"mknod", "mknodat"})
-REMOVES = frozenset({"unlink", "unlinkat", "rmdir", "rename", "renameat", "renameat2"})
+CHOWNS = calls("chowns")
+CHMODS = calls("chmods")
+MKNODS = calls("mknods")
+REMOVES = calls("unlinks", "renames")
 AT_REMOVEDIR = 0x200
 RENAME_EXCHANGE = 2
 
@@ -80,10 +77,13 @@ _I386_STAT = (64, {"dev": (0, "I"), "ino": (4, "I"), "mode": (8, "H"), "uid": (1
                    "rdev": (16, "I")})
 _I386_STAT64 = (96, {"dev": (0, "Q"), "ino": (88, "Q"), "mode": (16, "I"), "uid": (24, "I"), "gid": (28, "I"),
                      "rdev": (32, "Q")})
+# which struct each call of the stat family fills, per ABI (__old_kernel_stat,
+# of i386's oldstat and the like, is not faked)
+_STAT = calls("stats") - calls("stat64s", "oldstats")
 STAT_LAYOUTS = {
-    **{(abi, n): _STAT64 for abi in ("x86_64", "x32") for n in ("stat", "lstat", "fstat", "newfstatat")},
-    **{("i386", n): _I386_STAT for n in ("stat", "lstat", "fstat")},
-    **{("i386", n): _I386_STAT64 for n in ("stat64", "lstat64", "fstat64", "fstatat64")},
+    **{(abi, n): _STAT64 for abi in ("x86_64", "x32") for n in _STAT},
+    **{("i386", n): _I386_STAT for n in _STAT},
+    **{("i386", n): _I386_STAT64 for n in calls("stat64s")},
 }
 STATS = frozenset(n for _, n in STAT_LAYOUTS) | {"statx"}
 # struct statx (the same on every ABI): the fields fakeroot reads or changes
@@ -107,7 +107,7 @@ class FakerootEngine(Engine):
     description = "the view's processes are root (or the ids given): ids, owners, modes, devices"
     syscalls = _names(*IDENTITY, *CHOWNS, *CHMODS, *MKNODS, *REMOVES, *STATS)
     # /proc/PID/status: its Uid:, Gid: and Groups: lines
-    path_syscalls = frozenset({"open", "openat"})
+    path_syscalls = calls("opens")
     prefixes = (b"/proc",)
     proc_files = frozenset({b"status"})
 
@@ -216,7 +216,7 @@ class FakerootEngine(Engine):
             for which, v in zip("res", c.ids(kind)):
                 call.write_mem(call.arg(f"{which}{k}idp"), struct.pack(code, out(v)))
             return Skip(0)
-        if base in ("setuid", "setgid"):
+        if base == "set" + kind:  # setuid, setgid
             self.creds[tid] = C.set_id(c, kind, arg(kind))
         elif base.startswith("setres"):
             self.creds[tid] = C.set_res(c, kind, arg(f"r{kind}"), arg(f"e{kind}"), arg(f"s{kind}"))
@@ -256,7 +256,8 @@ class FakerootEngine(Engine):
 
     def _status(self, call):
         """/proc/PID/status of a process of the view, with its fake ids."""
-        if call.flags & 3:
+        flags = call.open_flags()
+        if flags & 3:
             return CONTINUE  # opened for writing: the kernel's answer
         m = STATUS.match(call.paths()[0])
         who = m.group(2) or m.group(1)
@@ -267,7 +268,7 @@ class FakerootEngine(Engine):
             c = self.of(fdpass.proc_pid(who, call.tid))
         except OSError:
             return CONTINUE
-        return fdpass.hand_over_content(call, status_text(text, c), call.flags, "umview-status")
+        return fdpass.hand_over_content(call, status_text(text, c), flags, "umview-status")
 
     # --- files ---
     def _real_stat(self, call):

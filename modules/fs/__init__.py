@@ -39,6 +39,7 @@ import stat
 from umview import core, fdpass, longpath, pathwalk
 from umview.engine import CONTINUE, Engine, Skip
 from umview.service import Module, RedirectMount
+from umview.syscalls import calls
 
 from .helper import HelperError, MountHelper
 
@@ -237,10 +238,10 @@ class FsControl(Engine):
     normal user) open of /dev/fuse."""
 
     name = "fs"
-    syscalls = frozenset({"mount", "umount2"})
+    syscalls = calls("classic-mounts")
     mounts_later = True
     newest = True  # umount of a target reaches it before the mount rewrites the path
-    path_syscalls = frozenset({"open", "openat", "openat2"})
+    path_syscalls = calls("opens")
 
     def __init__(self, module):
         self.module = module
@@ -261,8 +262,8 @@ class FsControl(Engine):
         try:
             if call.name == "mount":
                 return self.module.mount_call(call)
-            if call.name == "umount2":
-                return self.module.umount_call(call)
+            if call.of_class("classic-mounts"):
+                return self.module.umount_call(call)  # umount2, i386's umount
             return self.module.open_dev_fuse(call)
         except HelperError as exc:
             if exc.strerror != os.strerror(exc.errno):  # more than an errno: why, for the user
@@ -276,7 +277,7 @@ class MountTable(Engine):
     memfd handed to the process."""
 
     name = "fs:mounttable"
-    path_syscalls = frozenset({"open", "openat", "openat2"})
+    path_syscalls = calls("opens")
     prefixes = (b"/proc", b"/etc/mtab")
     FILES = re.compile(rb"^/proc/(self|thread-self|\d+)(?:/task/(\d+))?/(mountinfo|mounts)$")
 
@@ -541,11 +542,12 @@ class Fs(Module):
         if target is None:
             return CONTINUE
         m = self._mount_for(target)
-        if m is None and not call.arg("flags") & UMOUNT_NOFOLLOW:
+        flags = call.arg("flags") if "flags" in call.spec.by_name else 0  # i386's umount: none
+        if m is None and not flags & UMOUNT_NOFOLLOW:
             m = self._mount_for(self._follow(target))
         if m is None:
             return CONTINUE
-        self.helper.umount(m.ns_target, call.arg("flags") & (MNT_FORCE | MNT_DETACH))
+        self.helper.umount(m.ns_target, flags & (MNT_FORCE | MNT_DETACH))
         self._forget(m)
         return Skip(0)
 
@@ -591,7 +593,7 @@ class Fs(Module):
         helper = self._helper()
         if not helper.userns:
             return CONTINUE
-        flags = call.arg("flags") if call.name != "openat2" else 0
+        flags = call.open_flags()
         fd = helper.open_dev_fuse(flags)
         try:
             return fdpass.hand_over(call, fd, flags)

@@ -27,14 +27,15 @@ import sys
 
 from umview import arch, core
 from umview.engine import CONTINUE_AFTER, Engine
-from umview.syscalls import trace_classes
+from umview.syscalls import calls as class_calls, trace_classes
 
 #: strace's -s default: longer strings and buffers are cut, with "..."
 STRING_LIMIT = 32
-#: calls whose result is an address
-_POINTER_RESULT = frozenset({"mmap", "mmap2", "brk", "mremap", "shmat"})
-#: calls that do not return when they succeed
-_NO_RETURN = frozenset({"exit", "exit_group"})
+#: python-ptrace's name of an argument where it is not the kernel's (which
+#: syscalls/table.py uses)
+_PTRACE_ARG_NAMES = {"whence": "origin"}
+_FILE_TYPES = {0o140000: "S_IFSOCK", 0o120000: "S_IFLNK", 0o100000: "S_IFREG", 0o60000: "S_IFBLK",
+               0o40000: "S_IFDIR", 0o20000: "S_IFCHR", 0o10000: "S_IFIFO"}
 
 _AT_FLAGS = (
     (0x100, "AT_SYMLINK_NOFOLLOW"), (0x200, "AT_REMOVEDIR"), (0x400, "AT_SYMLINK_FOLLOW"),
@@ -140,14 +141,16 @@ def _signal_name(value):
 
 def format_result(name, value):
     """The text after ' = '."""
-    if value is None or name in _NO_RETURN:
+    if value is None or name in class_calls("exits"):
         return "?"
     value = _signed(value)
     if -4096 < value < 0:
         code = -value
         ename = _errno.errorcode.get(code, f"E{code}")
         return f"-1 {ename} ({os.strerror(code)})"
-    if name in _POINTER_RESULT:
+    if name in class_calls("returns-mode"):
+        return "0%o" % value if value else "000"
+    if name in class_calls("returns-addr"):
         return hex(value & (1 << 64) - 1)
     return str(value)
 
@@ -157,28 +160,15 @@ class Formatter:
     memory (``call.read_string`` / ``call.read_mem``): a bad pointer prints as
     its address, never raises."""
 
-    def __init__(self, prototypes, arg_dict):
-        self.prototypes = prototypes
-        self.arg_dict = arg_dict
-
-    @staticmethod
-    def kinds(call):
-        return tuple(a.kind for a in call.spec.args) if call.spec is not None else ()
-
-    def proto(self, call, i):
-        """(type, name) of argument i from python-ptrace's prototype, or ("", "")."""
-        proto = self.prototypes.get(call.name)
-        if proto and i < len(proto[1]) and call.abi != "i386":
-            return proto[1][i]
-        return ("", "")
+    def __init__(self, arg_dict):
+        self.arg_dict = arg_dict  # python-ptrace's named constants per call and argument
 
     def args(self, call, args, at_exit=False, retval=None):
         """The argument list text. At entry, the input arguments; at exit
         (at_exit=True) the buffers a call filled (read's data) are read."""
-        kinds = self.kinds(call)
         out = []
-        for i, kind in enumerate(kinds):
-            text = self.arg(call, args, i, kind, at_exit, retval)
+        for i, a in enumerate(call.spec.args if call.spec is not None else ()):
+            text = self.arg(call, args, i, a, at_exit, retval)
             if text is None:  # an argument strace leaves out (open's mode without O_CREAT)
                 break
             out.append(text)
@@ -204,10 +194,14 @@ class Formatter:
         text = quote(data, None)
         return text + "..." if size > STRING_LIMIT else text
 
-    def arg(self, call, args, i, kind, at_exit, retval):
+    def arg(self, call, args, i, a, at_exit, retval):
+        """Argument i (a, its syscalls.Arg) as strace prints it, or None for
+        one strace leaves out (open's mode without O_CREAT). The table's
+        kind says how in general, its name (the kernel's) where strace has a
+        printer of its own: a file mode, mmap's protection, a signal, a
+        buffer and its count, argv and envp, named constants."""
         v = args[i] if i < len(args) else 0
-        name = call.name
-        ptype, pname = self.proto(call, i)
+        kind, pname = a.kind, a.name
         if kind == "path":
             return self._string(call, v, None)
         if kind == "str":
@@ -221,60 +215,52 @@ class Formatter:
             return bits(v & 0xFFFFFFFF, _AT_FLAGS)
         if kind == "oflags":
             return _open_flags(v)
-        # per-call refinements of "int" and "ptr"
-        if name in ("open", "openat", "creat") and pname == "mode" or (name, i) in (("open", 2), ("openat", 3)):
-            flags = args[1] if name == "open" else args[2]
-            if name != "creat" and not (flags & _O_CREAT or flags & _O_TMPFILE == _O_TMPFILE):
-                return None
-            return "%#o" % (v & 0o7777) if v & 0o7777 else "000"
-        if name in ("mkdir", "mkdirat", "chmod", "fchmod", "fchmodat", "fchmodat2", "umask") and pname in ("mode", ""):
-            return "%#o" % (v & 0o7777) if v & 0o7777 else "000"
-        if name in ("access", "faccessat", "faccessat2") and kind == "int" and i == (0 if name == "access" else 1) + 1:
-            return bits(v, _ACCESS_MODE, "F_OK")
-        if name in ("mmap", "mmap2"):
-            if i == 0:
-                return _addr(v)
-            if i == 2:
-                return _prot(v)
-            if i == 3:
-                return bits(v & 0xFFFFFFFF, _MMAP_FLAGS)
-            if i == 4:
-                return str(core.signed32(v))
-            return str(v)
-        if name in ("mprotect", "pkey_mprotect") and i == 2:
+        if pname == "mode":
+            return self._mode(call, args, v)
+        if pname == "dev" and call.of_class("mknods"):
+            mode = args[call.spec.by_name["mode"].index]
+            if mode & 0o170000 not in (0o20000, 0o60000):
+                return None  # no device: strace leaves it out
+            return f"makedev({os.major(v & 0xFFFFFFFF):#x}, {os.minor(v & 0xFFFFFFFF):#x})"
+        if pname == "prot":
             return _prot(v)
-        if name in ("mprotect", "munmap", "brk", "madvise", "mremap") and i == 0:
-            return _addr(v)
-        if (name in ("kill", "tkill") and i == 1) or (name == "tgkill" and i == 2) or (
-                name in ("rt_sigaction", "rt_sigqueueinfo") and i == 0):
+        if pname == "flags" and call.of_class("mmaps"):
+            return bits(v & 0xFFFFFFFF, _MMAP_FLAGS)
+        if pname == "sig":
             return _signal_name(v)
-        if name in ("read", "pread64") and i == 1:
-            if not at_exit:
+        if pname == "buf" and call.of_class("reads-data"):
+            if not at_exit or retval is None or _signed(retval) < 0:
                 return hex(v)
-            if retval is None or _signed(retval) < 0:
-                return hex(v)
-            return self._buffer(call, v, _signed(retval))
-        if name in ("write", "pwrite64") and i == 1:
-            return self._buffer(call, v, args[2])
-        if name in ("execve", "execveat") and kind == "ptr":
-            first = 1 if name == "execve" else 2
-            if i == first:
-                return self._argv(call, v)
-            if i == first + 1:
-                return self._envp(call, v)
-        if name in ("exit", "exit_group") and i == 0:
-            return str(core.signed32(v))
-        if pname and name in self.arg_dict and pname in self.arg_dict[name]:
-            known = self.arg_dict[name][pname].get(v)
+            return self._buffer(call, v, _signed(retval))  # the data is known at exit only
+        if pname == "buf" and call.of_class("writes-data"):
+            return self._buffer(call, v, args[call.spec.by_name["count"].index])
+        if pname in ("argv", "envp") and kind == "ptr":
+            return self._vector(call, v, pname == "envp")
+        if kind == "ptr":
+            return _addr(v)
+        names = self.arg_dict.get(call.name, {}).get(_PTRACE_ARG_NAMES.get(pname, pname))
+        if names is not None:
+            known = names.get(v & 0xFFFFFFFF)
             if known is not None:
                 return known
-        if kind == "ptr" or ptype.endswith("*"):
-            return _addr(v)
-        if ptype in ("int", "pid_t", "uid_t", "gid_t", "clockid_t", "key_t", "timer_t"):
-            return str(core.signed32(v))
-        if ptype.startswith("unsigned") or ptype in ("size_t", "u32", "umode_t", "mode_t"):
-            return str(v & (0xFFFFFFFF if ptype in ("unsigned int", "u32", "umode_t", "mode_t") else (1 << 64) - 1))
-        return str(_signed(v))
+        return str(core.signed32(v) if a.bits == 32 else _signed(v))
+
+    @staticmethod
+    def _mode(call, args, v):
+        """A mode argument: access(2)'s R_OK|W_OK, a file type and
+        permissions for mknod, else permissions in octal (an open's only
+        where it makes a file)."""
+        if call.of_class("accesses"):
+            return bits(v & 0xFFFFFFFF, _ACCESS_MODE, "F_OK")
+        if call.of_class("opens") and "flags" in call.spec.by_name:
+            flags = args[call.spec.by_name["flags"].index]
+            if not (flags & _O_CREAT or flags & _O_TMPFILE == _O_TMPFILE):
+                return None
+        perms = "0%o" % (v & 0o7777) if v & 0o7777 else "000"
+        if call.of_class("mknods"):
+            kind = _FILE_TYPES.get(v & 0o170000)
+            return f"{kind}|{perms}" if kind else perms
+        return perms
 
     def _words(self, call, addr, limit):
         size = 4 if call.abi in ("i386", "x32") else 8
@@ -286,14 +272,8 @@ class Formatter:
             words.append(word)
         return words, True
 
-    def _argv(self, call, addr):
-        """execve's argv as strace prints it; envp (envp=True) as a count."""
-        return self._vector(call, addr, False)
-
-    def _envp(self, call, addr):
-        return self._vector(call, addr, True)
-
     def _vector(self, call, addr, envp):
+        """execve's argv as strace prints it; envp (envp=True) as a count."""
         if addr == 0:
             return "NULL"
         try:
@@ -344,15 +324,14 @@ class TraceEngine(Engine):
 
     def __init__(self, out, calls=None, kernel=False):
         # lazy: python-ptrace takes 70 ms to import, paid when a trace starts
-        from ptrace.syscall import SYSCALL_PROTOTYPES
         from ptrace.syscall.linux_constants import SYSCALL_ARG_DICT
 
         self.out = out
         self.shown = frozenset(arch.NAMES if calls is None else calls)
         # execve is always seen: the log starts at the command's first one
-        self.syscalls = self.shown | {"execve", "execveat"}
+        self.syscalls = self.shown | class_calls("execs")
         self.kernel = kernel
-        self.fmt = Formatter(SYSCALL_PROTOTYPES, SYSCALL_ARG_DICT)
+        self.fmt = Formatter(SYSCALL_ARG_DICT)
         self._open = {}  # tid -> _Open
         # the monitor's own child runs a few calls (closing its pipe, the
         # PATH search of execvp) before the command starts: like strace,
@@ -385,7 +364,7 @@ class TraceEngine(Engine):
         if op is None:
             return
         if not self._started:
-            if call.name not in ("execve", "execveat") or call.retval != 0:
+            if call.name not in class_calls("execs") or call.retval != 0:
                 return
             self._started = True
         if call.name not in self.shown:
@@ -396,7 +375,7 @@ class TraceEngine(Engine):
         rewritten = tuple(call.args) != tuple(call.orig_args)
         head = op.head
         try:
-            if call.name in ("read", "pread64") and call.retval is not None:
+            if call.of_class("reads-data") and call.retval is not None:
                 # the buffer is known only now
                 head = f"{call.name}({self.fmt.args(call, call.orig_args, at_exit=True, retval=call.retval)}"
             if rewritten:

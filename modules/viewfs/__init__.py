@@ -36,7 +36,7 @@ import stat
 from umview import core
 from umview.engine import CONTINUE, Engine, Skip
 from umview.service import Module, RedirectMount
-from umview.syscalls import PATH_SYSCALLS
+from umview.syscalls import PATH_SYSCALLS, calls
 
 from . import readonly
 from .layers import FD_CHANGES, LISTING_CALLS, OPENS, PSEUDO, LayeredMount
@@ -153,7 +153,7 @@ class MountControl(Engine):
     """Serves mount(2) and umount2(2) for the viewfs type (and its aliases)."""
 
     name = "viewfs"
-    syscalls = frozenset({"mount", "umount2"})
+    syscalls = calls("classic-mounts")
     mounts_later = True
     # trapped from the start for the layered mounts made later (their listings)
     fd_syscalls = LISTING_CALLS

@@ -45,6 +45,7 @@ from umview.engine import CONTINUE, CONTINUE_AFTER, Skip
 from umview.openflags import O_ACCMODE, O_CREAT, O_EXCL, O_PATH, O_RDWR, O_TRUNC, O_WRONLY, WRITES, is_tmpfile
 from umview.pathwalk import dotted, lstat_plain
 from umview.service import SUN_PATH_MAX, RedirectMount, record_bound_name
+from umview.syscalls import PATH_SYSCALLS, calls
 
 log = logging.getLogger("umview")
 
@@ -55,7 +56,7 @@ VOID = layerfmt.RESERVED + b"void"
 #: on an upper copy: the lower name it was renamed from
 ORIGIN = layerfmt.ORIGIN_XATTR
 
-TRUNCATES = frozenset({"truncate", "truncate64"})
+TRUNCATES = calls("truncates")
 AT_FDCWD = -100
 AT_REMOVEDIR = 0x200
 AT_EMPTY_PATH = 0x1000
@@ -790,22 +791,17 @@ class Listings:
 
 
 # path calls that change the named file in place
-MODIFY = frozenset({
-    "truncate", "truncate64", "chmod", "fchmodat", "fchmodat2", "chown", "chown32", "lchown",
-    "lchown32", "fchownat", "utime", "utimes", "futimesat", "utimensat", "utimensat_time64",
-    "setxattr", "lsetxattr", "removexattr", "lremovexattr", "setxattrat", "removexattrat",
-    "file_setattr",
-})
-CREATE = frozenset({"mkdir", "mkdirat", "mknod", "mknodat", "symlink", "symlinkat"})
-UNLINK = frozenset({"unlink", "unlinkat", "rmdir"})
-RENAME = frozenset({"rename", "renameat", "renameat2"})
-LINK = frozenset({"link", "linkat"})
-OPENS = frozenset({"open", "openat", "openat2", "creat"})
-READLINK = frozenset({"readlink", "readlinkat"})
-SOCKET_CALLS = frozenset({"bind", "connect"})
+MODIFY = calls("metadata", "truncates") & PATH_SYSCALLS
+CREATE = calls("mkdirs", "mknods", "symlinks")
+UNLINK = calls("unlinks")
+RENAME = calls("renames")
+LINK = calls("links")
+OPENS = calls("opens")
+READLINK = calls("readlinks")
+SOCKET_CALLS = calls("sockaddrs")
 LISTING_CALLS = frozenset({"getdents64"})
 # calls where a NULL path names the dirfd's file (elsewhere NULL is EFAULT)
-NULL_NAMES_FD = frozenset({"utimensat", "utimensat_time64", "futimesat"})
+NULL_NAMES_FD = calls("null-is-fd")
 # calls that change an open file by its fd alone: for a file of the lower
 # layer, the file is copied up and the call made on the copy by path
 AT_SYMLINK_NOFOLLOW = 0x100
@@ -831,12 +827,13 @@ FD_IOCTLS = {
 }
 # _copied_up_fd: the fd's lower file is no longer in the view
 GONE = object()
-ACCESS = frozenset({"access", "faccessat", "faccessat2"})
-XATTR_CHANGES = frozenset({"setxattr", "lsetxattr", "removexattr", "lremovexattr", "setxattrat", "removexattrat"})
+ACCESS = calls("accesses")
+XATTR_CHANGES = calls("xattr-writes") & PATH_SYSCALLS
+FD_XATTR_CHANGES = calls("xattr-writes") - PATH_SYSCALLS
 LAYER_XATTRS = layerfmt.OVERLAY_XATTRS
 W_OK = 2
 # calls that act on a directory of the view, which a listing directory stands for
-DIR_FD_CALLS = frozenset({"chdir"}) | OPENS
+DIR_FD_CALLS = calls("cwd") | OPENS
 
 
 _signed = core.signed32
@@ -1449,7 +1446,7 @@ class LayeredMount(RedirectMount):
             self.layers.make_opaque(rel)
 
     def _create(self, call, s):
-        if call.name in ("mknod", "mknodat") and stat.S_ISCHR(call.mode) and call.dev == 0:
+        if call.name in calls("mknods") and stat.S_ISCHR(call.mode) and call.dev == 0:
             # a whiteout in the layer: the name would vanish (overlayfs
             # refuses it too), once the kernel's earlier checks passed
             slot, index, rel, raw = s
@@ -1757,7 +1754,7 @@ class LayeredMount(RedirectMount):
     def _fd_change(self, call):
         """fchmod, fchown, fsetxattr, fremovexattr on an fd of a lower file
         (or of a listing directory): made on the file of the view by path."""
-        if call.name in ("fsetxattr", "fremovexattr") and call.attr is not None \
+        if call.name in FD_XATTR_CHANGES and call.attr is not None \
                 and call.attr.startswith(LAYER_XATTRS) and self._layer_fd(call):
             return Skip.errno(errno.EPERM)  # the layer's own, as _modify says
         rel = self._copied_up_fd(call)

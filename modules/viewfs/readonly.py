@@ -15,15 +15,16 @@ import errno
 import stat
 
 from umview import longpath, namei
+from umview.syscalls import calls
 from umview.openflags import O_CREAT, O_DIRECTORY, O_EXCL, O_RDWR, O_TRUNC, O_WRONLY, is_tmpfile
 
 AT_REMOVEDIR, AT_SYMLINK_FOLLOW, AT_EMPTY_PATH = 0x200, 0x400, 0x1000
 RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT = 1, 2, 4
-UNLINKS = ("unlink", "unlinkat", "rmdir")
-RENAMES = ("rename", "renameat", "renameat2")
-LINKS = ("link", "linkat")
-OPENS = ("open", "openat", "openat2", "creat")
-TRUNCATES = ("truncate", "truncate64")
+UNLINKS = calls("unlinks")
+RENAMES = calls("renames")
+LINKS = calls("links")
+OPENS = calls("opens")
+TRUNCATES = calls("truncates")
 
 
 def _special(st):
@@ -39,10 +40,10 @@ def unreadable(call):
         key = slot if a.kind == "path" else "target"
         if a.kind == "path":
             slot += 1
-        elif not (a.kind == "str" and call.name in ("symlink", "symlinkat")):
+        elif not (a.kind == "str" and call.name in calls("symlinks")):
             continue
         if not call.args[a.index]:
-            if a.kind != "path" or call.name not in ("utimensat", "utimensat_time64", "futimesat"):
+            if a.kind != "path" or call.name not in calls("null-is-fd"):
                 bad[key] = errno.EFAULT  # (NULL names the dirfd's file there)
             continue
         try:
@@ -123,8 +124,8 @@ def refusal(call, reals, flags=None, bad=None, others=None):
         real = reals.get(names[-1])
         if real is None:
             return errno.EROFS
-        return namei.create_error(real, want_dir=name in ("mkdir", "mkdirat")) or errno.EROFS
-    if name in ("bind", "connect"):
+        return namei.create_error(real, want_dir=name in calls("mkdirs")) or errno.EROFS
+    if name in calls("sockaddrs"):
         real = reals.get(0)
         if real is None:
             return errno.EROFS
@@ -148,7 +149,7 @@ def refusal(call, reals, flags=None, bad=None, others=None):
             return errno.EISDIR
         if not stat.S_ISREG(st.st_mode):
             return errno.EINVAL
-    if name in ("access", "faccessat", "faccessat2") and _special(st):
+    if name in calls("accesses") and _special(st):
         return 0  # a device, FIFO or socket may be written on a read-only mount
     return errno.EROFS
 

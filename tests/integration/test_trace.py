@@ -196,3 +196,71 @@ def test_full_trace_added_at_run_time_stacks_a_filter_and_logs_every_call(tmp_pa
     # calls no module claims are in the log: the stacked filter traps them
     assert {"openat", "read", "write", "close", "mmap", "execve"} <= names
     assert "after" not in log.read_text()
+
+
+# calls whose arguments umview's log prints as strace does, text for text
+ARG_CALLS = ["getppid", "umask", "openat", "write", "lseek", "close", "chmod", "fchmodat", "access", "faccessat",
+             "faccessat2", "mkdir", "mkdirat", "mknod", "mknodat", "rename", "renameat", "renameat2", "unlink",
+             "unlinkat", "rmdir", "kill", "mmap", "munmap", "mprotect"]
+ARG_PROGRAM = """
+import mmap, os, signal, sys
+d = sys.argv[1]
+os.getppid()
+os.umask(0o22)
+fd = os.open(d + "/f", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)
+os.write(fd, b"hello\\n\\x01")
+os.lseek(fd, 0, os.SEEK_END)
+os.close(fd)
+os.chmod(d + "/f", 0o600)
+os.access(d + "/f", os.R_OK | os.W_OK)
+os.access(d + "/f", os.F_OK)
+os.mkdir(d + "/sub", 0o755)
+os.mkfifo(d + "/fifo", 0o644)
+os.rename(d + "/f", d + "/g")
+os.unlink(d + "/g")
+os.rmdir(d + "/sub")
+os.kill(0, 0)
+m = mmap.mmap(-1, 8192, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+m.close()
+os.getppid()
+"""
+
+
+def between_markers(lines):
+    """The (name, args, result) of the lines between the two getppid calls,
+    hex addresses as ADDR."""
+    out, inside = [], False
+    for name, args, result in lines:
+        if name == "getppid":
+            inside = not inside
+            continue
+        if inside:
+            out.append((name, re.sub(r"0x[0-9a-f]+", "ADDR", args), re.sub(r"0x[0-9a-f]+", "ADDR", result)))
+    return out
+
+
+@pytest.mark.skipif(STRACE is None, reason="strace is not installed")
+def test_trace_prints_arguments_as_strace_does(tmp_path):
+    """The log's arguments come from umview's own syscall table (names and
+    kinds): a mode in octal (open's only with O_CREAT), mknod's file type,
+    access's R_OK|W_OK and F_OK, open flags, a written buffer, lseek's
+    whence, a signal, mmap's protection and flags."""
+    prog = tmp_path / "calls.py"
+    prog.write_text(ARG_PROGRAM)
+    d = tmp_path / "d"
+    d.mkdir()
+    cmd = [sys.executable, "-S", str(prog), str(d)]
+    log = tmp_path / "strace.log"
+    r = run([STRACE, "-qq", "-o", str(log), "-e", "trace=" + ",".join(ARG_CALLS), *cmd], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    want = between_markers(re.match(r"^(\w+)\((.*)\) += (.*)$", line).groups()
+                           for line in log.read_text().splitlines() if re.match(r"^\w+\(.*\) += ", line))
+    for p in d.iterdir():
+        p.unlink()
+    r, lines = traced(tmp_path, "--trace-calls", ",".join(ARG_CALLS), cmd=cmd)
+    assert r.returncode == 0, r.stderr
+    got = between_markers((name, args, res + (f" {err} ({msg})" if err else ""))
+                          for name, args, res, err, msg in
+                          (re.match(r"^\d+ (\w+)\((.*)\) = (-?\w+|\?)(?: (E[A-Z0-9]+) \((.*?)\))?", line).groups()
+                           for line in lines if re.match(r"^\d+ \w+\(.*\) = ", line)))
+    assert len(want) >= 15 and got == want
