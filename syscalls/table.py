@@ -168,7 +168,8 @@ ROWS: tuple[Row, ...] = (
     # struct open_how *, size
     R("openat2", "dirfd path ptr:how int:size", "opens", nofollow=("open_how", 2), writes=("open_how", 2)),
     R("creat", "path int:mode", "opens", writes=ALWAYS),
-    R("open_by_handle_at", "fd:mount_fd ptr:handle oflags", "bypasses"),
+    R("open_by_handle_at", "fd:mount_fd ptr:handle oflags", "bypasses",
+       note="EPERM: a handle reaches a file past the view's paths"),
     R("name_to_handle_at", "dirfd path ptr:handle ptr:mount_id atflags", "reads",
        nofollow=("unless_set", 4, AT_SYMLINK_FOLLOW), empty_path=4),
     R("mkdir", "path int:mode", "mkdirs", nofollow=ALWAYS, writes=ALWAYS, names=(0,)),
@@ -287,10 +288,12 @@ ROWS: tuple[Row, ...] = (
     R("fanotify_init", "int oflags", "host-waits"),
     # --- paths: mounts. mount's source is a path or not depending on fstype: 'str' ----
     R("mount", "str:source path:target str:fstype int:flags ptr:data", "mounts classic-mounts",
-       writes=ALWAYS),
+       writes=ALWAYS,
+       note="served for the types of the loaded modules (viewfs, fs); others are the kernel's"),
     R("umount", "path:target", "mounts classic-mounts", writes=ALWAYS),  # i386 oldumount
     R("umount2", "path:target int:flags", "mounts classic-mounts",
-       nofollow=("if_set", 1, 0x8), writes=ALWAYS, i386_variants="umount"),
+       nofollow=("if_set", 1, 0x8), writes=ALWAYS, i386_variants="umount",
+       note="served for the mounts of the view's modules; others are the kernel's"),
     # AT_* | OPEN_TREE_*
     R("open_tree", "dirfd path atflags", "mounts reads open-trees",
        nofollow=("if_set", 2, AT_SYMLINK_NOFOLLOW), empty_path=2),
@@ -399,7 +402,8 @@ ROWS: tuple[Row, ...] = (
     R("userfaultfd", "int", "host-waits"),
     R("perf_event_open", "ptr int int fd int"),  # group_fd may be -1
     R("bpf", "int ptr int"),
-    R("io_uring_setup", "int ptr", "bypasses"),
+    R("io_uring_setup", "int ptr", "bypasses",
+       note="ENOSYS: its operations reach files past the view's paths"),
     R("io_uring_enter", "fd int int int ptr int"),
     R("io_uring_register", "fd int ptr int"),
     R("pidfd_open", "int int", "TP by-pid"),
@@ -494,8 +498,11 @@ ROWS: tuple[Row, ...] = (
     R("fork", "", "TP"),
     R("vfork", "", "TP"),
     # x86: flags, stack, ptid, ctid, tls
-    R("clone", "int:flags int:stack ptr:parent_tid ptr:child_tid int:tls", "TP"),
-    R("clone3", "ptr int", "TP"),
+    R("clone", "int:flags int:stack ptr:parent_tid ptr:child_tid int:tls", "TP",
+       note="CLONE_UNTRACED is taken off: the child stays in the view"),
+    R("clone3", "ptr int", "TP",
+       note="ENOSYS in every view: its flags lie where the filter cannot read them, and"
+            " CLONE_UNTRACED would leave the view; the C library falls back to clone"),
     R("exit", "int:error_code", "exits TP"),
     R("exit_group", "int:error_code", "exits TP"),
     R("wait4", "int ptr int ptr", "waits TP", i386_variants="waitpid"),
@@ -523,12 +530,14 @@ ROWS: tuple[Row, ...] = (
     R("futex_wake", "ptr int int int"),
     R("futex_wait", "ptr:uaddr int:val int:mask int:flags ptr:timeout int:clockid", "time64"),
     R("futex_requeue", "ptr int int int"),
-    R("ptrace", "int:request int:pid int:addr int:data"),
+    R("ptrace", "int:request int:pid int:addr int:data",
+       note="emulated for tracers inside the view (x86_64 tracers; i386 ones get ENOSYS)"),
     R("kcmp", "int int int int int"),  # idx may be an fd of another process
     R("prctl", "int int int int int"),
     R("arch_prctl", "int int"),
     R("personality", "int"),
-    R("seccomp", "int:op int:flags ptr:uargs"),
+    R("seccomp", "int:op int:flags ptr:uargs",
+       note="a listener of the process's own is refused; its other filters stack under the view's"),
     R("sched_yield", ""),
     R("sched_setparam", "int ptr"),
     R("sched_getparam", "int ptr"),
