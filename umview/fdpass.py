@@ -112,7 +112,7 @@ def proc_pid(who, tid, tgid=tgid_of):
 
 #: f(pid, name, text) -> text: how the view's /proc shows a file of a process
 #: of the view besides what an engine changes in it (the inner tracers'
-#: TracerPid and stop states: umview.innertrace), or None
+#: TracerPid and stop states: umview.ptrace), or None
 proc_editor = None
 
 

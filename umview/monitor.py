@@ -14,13 +14,13 @@ import sys
 from umview import control, core
 from umview.core import ffi, lib
 from umview.engine import CONTINUE, CONTINUE_AFTER, Call, Engine, Skip, under_any
-from umview.innertrace import InnerTracing
+from umview.ptrace import InnerTracing
 from umview.servicecontrol import ServiceControl
 from umview.syscalls import calls
 from umview.views import View
 
 ABI_IDS = {"x86_64": lib.UM_ABI_X86_64, "i386": lib.UM_ABI_I386, "x32": lib.UM_ABI_X32}
-# ptrace's numbers, trapped even in a view with no syscall table (emulated: umview.innertrace)
+# ptrace's numbers, trapped even in a view with no syscall table (emulated: umview.ptrace)
 _PTRACE_NRS = ((lib.UM_ABI_X86_64, 101), (lib.UM_ABI_I386, 26))
 
 

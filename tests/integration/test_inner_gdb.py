@@ -1,5 +1,5 @@
 """Debuggers inside a view: gdb and a python-ptrace tracer, as inner tracers
-whose ptrace the monitor emulates (umview/innertrace.py; docs/internals.md,
+whose ptrace the monitor emulates (umview/ptrace/; docs/internals.md,
 "Tracers inside a view"). Differential: the same gdb script on the same
 program natively and in the view gives the same output and exit status, once
 what legitimately differs is normalised (pids and LWP numbers; addresses where

@@ -1,5 +1,5 @@
 """Tracers inside a view: strace runs under umview on the ptrace the monitor
-emulates (umview.innertrace) and gives the log it gives natively; under a
+emulates (umview.ptrace) and gives the log it gives natively; under a
 module it shows each call as the process made it and the result the process
 got (the original authors' order)."""
 import difflib
