@@ -609,7 +609,7 @@ def bare_preset(argv, option, presets):
 def _not_a_layer_dir(path):
     """Why --keep-layer cannot use path (None: a new or empty directory, or a
     layer a view kept)."""
-    from umview import layerfmt  # lazy: only with --keep-layer
+    from umview.modules.viewfs import layerfmt  # lazy: only with --keep-layer
 
     if not os.path.lexists(path):
         return None
@@ -835,7 +835,7 @@ def write_report(out, layer, bounds=None):
     sandbox (bounds: Sandbox.bounds)."""
     import json
 
-    from umview import layerdiff
+    from umview.modules.viewfs import layerdiff
 
     try:
         changes = layerdiff.changes(layer, "/", "/")

@@ -8,7 +8,8 @@ import os
 
 def parsers():
     """{command: a function that makes its parser}, for every command."""
-    from umview import cli, commands, layercmd
+    from umview import cli, commands
+    from umview.modules.viewfs import layercmd
 
     return {"umview": cli.build_parser, "umview-layer": layercmd.build_parser, **commands.PARSERS}
 

@@ -32,7 +32,7 @@ nothing else (it imports no more than pytest has already imported).
 
 ``umview_changes`` (fixture)
     A callable: ``umview_changes()`` returns what the test changed so far in
-    its layer (``umview.layerdiff.changes``: created, modified, deleted,
+    its layer (``umview.modules.viewfs.layerdiff.changes``: created, modified, deleted,
     renamed). The layer is taken off while it is read and put back. A test
     that asks for it gets a layer as if marked. After the test the changes
     are in the report (``user_properties``: ``umview_changes``) and listed in
@@ -142,7 +142,7 @@ class Sandboxed:
         import shutil
         import tempfile
 
-        from umview import layerdiff
+        from umview.modules.viewfs import layerdiff
 
         parent = tempfile.mkdtemp(prefix="umview-pytest-")
         layer = os.path.join(parent, "layer")
@@ -239,7 +239,8 @@ class OwnView:
         """What the running test changed in its layer so far: the layer is
         taken off while it is read (inside it, the tree below it cannot be
         named), then put back."""
-        from umview import control, layerdiff
+        from umview import control
+        from umview.modules.viewfs import layerdiff
 
         if self.layer is None:
             return None
@@ -254,7 +255,8 @@ class OwnView:
         layer (or None), the layer removed."""
         import shutil
 
-        from umview import control, layerdiff
+        from umview import control
+        from umview.modules.viewfs import layerdiff
 
         errors = []
         for name in reversed(self.services):
@@ -352,7 +354,7 @@ def pytest_runtest_teardown(item, nextitem):
                    if not _under(e["path"], allowed)]
         outside += [e for e in found["renamed"] if not (_under(e["from"], allowed) and _under(e["to"], allowed))]
         if outside:
-            from umview import layerdiff
+            from umview.modules.viewfs import layerdiff
 
             lines = [layerdiff.describe(k, e) for k in layerdiff.KINDS for e in found[k] if e in outside]
             pytest.fail("umview: the test changed files outside its tmp_path:\n  " + "\n  ".join(lines),
@@ -377,7 +379,7 @@ def _under(path, dirs):
 @pytest.fixture
 def umview_changes(request):
     """A callable that returns what the test changed so far in its umview
-    layer (umview.layerdiff.changes); the test gets a layer as if marked
+    layer (umview.modules.viewfs.layerdiff.changes); the test gets a layer as if marked
     with @pytest.mark.umview."""
     def changes():
         found = _VIEW.changes()
@@ -403,7 +405,7 @@ def pytest_runtest_logreport(report):
 def pytest_terminal_summary(terminalreporter):
     if not _REPORTED:
         return
-    from umview import layerdiff
+    from umview.modules.viewfs import layerdiff
 
     terminalreporter.section("umview: what each test changed in its layer")
     for nodeid, found in _REPORTED:

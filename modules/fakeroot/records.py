@@ -11,7 +11,7 @@ in memory for the view's life and may be kept on disk:
   file system, not restored from a copy).
 - a copy-on-write layer (viewfs cow, ``--sandbox --keep-layer``): the records
   of files of the upper layer are kept in the layer, in ``.wh..wh.umview-
-  fakeroot.json`` at its root (a name umview.layerfmt reserves for the layer's own
+  fakeroot.json`` at its root (a name umview.modules.viewfs.layerfmt reserves for the layer's own
   metadata: the view does not show it, ``umview-layer`` skips it), keyed by
   the path in the layer, found again at the end by walking the layer (so a
   file renamed in the view keeps its record). A later view on the layer reads
@@ -25,7 +25,7 @@ import logging
 import os
 import stat
 
-from umview import layerfmt
+from umview.modules.viewfs import layerfmt
 
 log = logging.getLogger("umview")
 

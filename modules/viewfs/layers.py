@@ -6,7 +6,7 @@ TARGET). A name in the upper layer hides the same name below; a *whiteout*
 (a character device 0/0 of the same name) hides a lower name that was
 deleted; an *opaque* directory hides the whole lower directory below it (a
 directory removed, then made again). It is overlayfs's on-disk format
-(umview.layerfmt), which any user can write: any user can keep a layer, and
+(umview.modules.viewfs.layerfmt), which any user can write: any user can keep a layer, and
 a later view over the same layer sees the same changes.
 
 The kernel still does the I/O. A path in the view is turned into the real path
@@ -40,12 +40,14 @@ import stat
 import struct
 import tempfile
 
-from umview import core, janitor, layerdiff, layerfmt, longpath, namei
+from umview import core, janitor, longpath, namei
 from umview.engine import CONTINUE, CONTINUE_AFTER, Skip
 from umview.openflags import O_ACCMODE, O_CREAT, O_EXCL, O_PATH, O_RDWR, O_TRUNC, O_WRONLY, WRITES, is_tmpfile
 from umview.pathwalk import dotted, lstat_plain
 from umview.service import SUN_PATH_MAX, RedirectMount, record_bound_name
 from umview.syscalls import PATH_SYSCALLS, calls
+
+from . import layerdiff, layerfmt
 
 log = logging.getLogger("umview")
 
@@ -570,7 +572,7 @@ class Layers:
     def mark_origin(self, rel):
         """Record on the upper copy of the lower file rel, about to be
         renamed, the name it stands for (aufs keeps no record of renames;
-        umview.layerdiff reads it). A file renamed again keeps its first
+        umview.modules.viewfs.layerdiff reads it). A file renamed again keeps its first
         origin. Regular files only, where the layer has user xattrs: elsewhere
         a rename reads as a deletion and a creation."""
         try:

@@ -304,7 +304,7 @@ def test_deleting_whole_directories_under_etc_and_srv_in_a_sandbox(victim, syste
 # --- umview-layer diff and apply ---
 
 def layer_cmd(user, *args, **kw):
-    return subprocess.run(as_user(user, entry_for(user, "umview.layercmd:main", *args)), capture_output=True,
+    return subprocess.run(as_user(user, entry_for(user, "umview.modules.viewfs.layercmd:main", *args)), capture_output=True,
                           timeout=120, **kw)
 
 
@@ -357,7 +357,7 @@ def test_apply_refuses_inside_a_view_and_a_layer_a_view_uses(victim):
     r = subprocess.run(umview_for("root", "--sandbox", "--keep-layer", layer, "--", "sh", "-c",
                                   f"rm {t}/config"), capture_output=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    inside = subprocess.run(umview_for("root", "--", *entry_for("root", "umview.layercmd:main", "apply", "--yes",
+    inside = subprocess.run(umview_for("root", "--", *entry_for("root", "umview.modules.viewfs.layercmd:main", "apply", "--yes",
                                                                layer)), capture_output=True, timeout=120)
     assert inside.returncode == 2 and b"run apply outside umview" in inside.stderr, inside.stderr
     assert os.path.exists(f"{t}/config")

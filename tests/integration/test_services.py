@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import entry_for, need_user, run, umview_argv, umview_for
-from umview import layerfmt
+from umview.modules.viewfs import layerfmt
 
 BIN = os.path.dirname(sys.executable)
 COMMANDS = ["um_add_service", "um_del_service", "um_ls_service", "um_fsalias", "um_attach", "viewname", "vuname"]

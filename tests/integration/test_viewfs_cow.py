@@ -29,7 +29,7 @@ import zipfile
 import pytest
 
 from conftest import NOBODY, as_user, need_user, run, umview_argv, umview_for  # noqa: F401
-from umview import layerfmt
+from umview.modules.viewfs import layerfmt
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGS = os.path.join(HERE, "progs")

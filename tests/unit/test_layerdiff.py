@@ -1,4 +1,4 @@
-"""umview.layerdiff: what a cow layer changed, read against its lower tree.
+"""umview.modules.viewfs.layerdiff: what a cow layer changed, read against its lower tree.
 Layers are made with the cow engine's own file-system side (Layers: copy-up,
 whiteouts, opaque directories), no tracee involved."""
 import json
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from umview import layerdiff, layerfmt
+from umview.modules.viewfs import layerdiff, layerfmt
 from umview.modules.viewfs.layers import Layers
 
 

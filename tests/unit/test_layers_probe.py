@@ -9,7 +9,7 @@ import pytest
 
 from umview.engine import Call
 from umview.syscalls import spec
-from umview import layerfmt
+from umview.modules.viewfs import layerfmt
 from umview.modules.viewfs.layers import VOID, Layers, _lstat, probe_memo
 
 

@@ -5,7 +5,7 @@
 
 The "try an install, then keep it" workflow: ``umview --sandbox --keep-layer
 L -- make install``, then ``umview-layer diff L``, then ``umview-layer apply
-L``. What counts as a change is umview.layerdiff's. diff only reads: the
+L``. What counts as a change is umview.modules.viewfs.layerdiff's. diff only reads: the
 layer stays usable by a later view. apply makes the real tree what the view
 showed: renames first (the old names are real files), then deletions, then
 creations and modifications (data, mode, symlink targets; owners as root);
@@ -21,7 +21,7 @@ import shutil
 import stat
 import sys
 
-from umview import layerdiff, layerfmt
+from . import layerdiff, layerfmt
 from umview.cliparse import Parser
 
 

@@ -2,7 +2,7 @@
 against the tree below it, as lists of created, modified, deleted and
 renamed names.
 
-The layer is in overlayfs's format (umview.layerfmt): a name in the upper
+The layer is in overlayfs's format (umview.modules.viewfs.layerfmt): a name in the upper
 directory hides the lower one, a whiteout (a character device 0/0) hides a
 deleted lower name, an opaque directory hides everything the lower directory
 held. A layer of umview's first format (aufs's ``.wh.`` files), which a view
@@ -37,7 +37,9 @@ import fcntl
 import os
 import stat
 
-from umview import layerfmt, longpath
+from umview import longpath
+
+from . import layerfmt
 
 #: the xattr the cow engine sets on the copy of a lower file it renames
 ORIGIN_XATTR = layerfmt.ORIGIN_XATTR

@@ -43,7 +43,7 @@ from umview import longpath
 OPAQUE_XATTR = "user.overlay.opaque"
 OPAQUE_VALUE = b"y"
 #: on an upper copy, the lower name it was renamed from (what tells a rename
-#: from a deletion and a creation: umview.layerdiff)
+#: from a deletion and a creation: umview.modules.viewfs.layerdiff)
 ORIGIN_XATTR = "user.umview.origin"
 #: the xattrs overlayfs's format keeps, never a process's to change
 OVERLAY_XATTRS = (b"user.overlay.", b"trusted.overlay.")
