@@ -862,7 +862,8 @@ def run_view(args, command, sandbox):
     # The C core loads with these (umview.core): imported here, not at the
     # top, so that a missing or stale build is a message and --help needs none.
     try:
-        from umview.monitor import Monitor, Stats
+        from umview.monitor import Monitor
+        from umview.stats import Stats
     except ImportError as exc:
         print(f"umview: {exc}", file=sys.stderr)
         return ("exit", 1)

@@ -7,7 +7,7 @@ import pytest
 from umview.engine import CONTINUE, CONTINUE_AFTER, Call, Engine, Skip, under_any
 from umview.monitor import Dispatcher
 from umview.syscalls import spec
-from umview.syscalls.core_tables import SyscallTable
+from umview.ctables import SyscallTable
 
 
 class Recorder(Engine):

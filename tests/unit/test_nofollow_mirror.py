@@ -7,7 +7,8 @@ import pytest
 
 from umview.core import ffi, lib
 from umview.syscalls import follows_last, path_args, spec
-from umview.syscalls.core_tables import ABI_IDS, SyscallTable
+from umview.claims import ABI_IDS
+from umview.ctables import SyscallTable
 
 # every flag a rule tests, alone and together, and none
 FLAGS = [0, 0x100, 0x400, os.O_NOFOLLOW, os.O_CREAT, os.O_CREAT | os.O_EXCL, 0x1, 0x2, 0x4, 0x8, 0x10,

@@ -5,7 +5,6 @@ each: ProcView, Requests, Events, Waits."""
 
 from umview import core, fdpass
 from umview.engine import Engine
-from umview.syscalls import calls
 from umview.ptrace.events import Events
 from umview.ptrace.procview import ProcView
 from umview.ptrace.requests import Requests
@@ -13,6 +12,20 @@ from umview.ptrace.waits import Waits
 from umview.ptrace.abi import P_PGID, P_PID
 from umview.ptrace.procfs import (_all_tasks, _COPIES, _copy_of, _fd_link, _ns_ids, _ns_inode, _OWN_STATUS,
                                   _PROC_FD, _PROC_FILE, _tgid)
+
+
+class _Classes:
+    """A class attribute holding the calls of classes of the syscall table,
+    looked up when first read (the table is not loaded before a tracer or a
+    module needs it: umview.monitor)."""
+
+    def __init__(self, *classes, also=()):
+        self.classes, self.also = classes, frozenset(also)
+
+    def __get__(self, obj, owner):
+        from umview.syscalls import calls
+
+        return calls(*self.classes) | self.also
 
 
 class InnerTracing(ProcView, Requests, Events, Waits, Engine):
@@ -25,10 +38,12 @@ class InnerTracing(ProcView, Requests, Events, Waits, Engine):
     syscalls = frozenset({"ptrace"})
     newest = 2
     abis = frozenset({"x86_64"})  # i386 tracers: ENOSYS (docs/internals.md)
-    _WAITS = calls("waits")
-    OPENS = calls("opens")
     _STATFS = frozenset({"fstatfs"})
-    _LINKS = calls("readlinks") | {"statfs"}  # of /proc/PID/fd/N
+    # the classes of calls it watches once a tracer or a path module is there
+    # (the syscall table is not loaded before: umview.monitor)
+    _WAITS = _Classes("waits")
+    OPENS = _Classes("opens")
+    _LINKS = _Classes("readlinks", also={"statfs"})  # of /proc/PID/fd/N
 
     def __init__(self, monitor):
         self.monitor = monitor

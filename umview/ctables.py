@@ -3,15 +3,18 @@
 The C core decides most trapped calls without Python from tables indexed by a
 neutral syscall index: the number -> index map of each ABI, the register map,
 the path slots (path and dirfd argument indices, the flags argument that may
-carry AT_EMPTY_PATH) and which calls write the file system. All of it comes
-from ``syscalls.table`` and ``arch/`` here, once per view.
+carry AT_EMPTY_PATH), which calls write the file system and the nofollow
+rules. All of it comes from ``syscalls/table.py`` and ``arch/`` here, once per
+view. (It lived in syscalls/: the table package stays data, and imports
+nothing of umview's.) Imported lazily: the table costs milliseconds that a
+view without engines does not pay.
 """
 from umview import arch, control, core
+from umview.claims import ABI_IDS
 from umview.core import ffi, lib
 from umview.syscalls import EMPTY_PATH_FLAGS, PATH_SYSCALLS, WRITES, path_args, spec, variants
 from umview.syscalls.table import CWD_SETTERS
 
-ABI_IDS = {"x86_64": lib.UM_ABI_X86_64, "i386": lib.UM_ABI_I386, "x32": lib.UM_ABI_X32}
 
 _WRITE_KINDS = {"always": lib.UM_WRITE_ALWAYS, "oflags": lib.UM_WRITE_OFLAGS,
                 "open_how": lib.UM_WRITE_OPENHOW, "access": lib.UM_WRITE_ACCESS}
