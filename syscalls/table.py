@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """The syscall table: one row per system call, by neutral name.
 
+(Over 700 lines: data, one row per call.)
+
 The one source of truth for what a call means to umview (data only; the
 derived views are in ``syscalls/__init__.py``), in the spirit of strace's
 ``syscallent.h`` and VUOS's ``vu_syscalls.conf``. Each row of ``ROWS`` holds:

@@ -1,4 +1,10 @@
-"""The `umview` command."""
+"""The `umview` command.
+
+(One file over 700 lines: the parser, the sandbox's presets and their
+Landlock bound, and running a view with its reports are the command's
+three parts, each used only here; the parsers of the other commands are in
+cliparse.py and commands.py.)
+"""
 import argparse
 import errno
 import functools

@@ -1,5 +1,9 @@
 """The virtual current directory of the processes in a view.
 
+(One file over 700 lines: the tracker's state per process, its claims and
+the calls that read or change a cwd, a root or an fd's path are one engine;
+the per-process record the core will own, issue 31, takes most of it.)
+
 When a process changes into a directory that a mount serves, the kernel's cwd
 is the real directory the mount redirected to, but the process must keep
 seeing the path it named: `cd /unreal/etc && pwd -P` prints `/unreal/etc`,

@@ -19,6 +19,10 @@ PTRACE_SYSVM proposal:
 Engines are asked newest first; the first ``Skip`` ends the walk. At exit the
 engines that asked for it are called oldest first, so an engine loaded last
 sees the call as the process made it and the result as the process gets it.
+
+(One file over 700 lines: Engine and Call are the API, and Call's tracee
+access, injected calls and long paths are what every engine reaches
+through it.)
 """
 import errno as _errno
 import os

@@ -28,6 +28,12 @@ Modes:
             deletions are whiteouts.
     mincow  as cow, but a lower file or directory the user may write is
             changed in place.
+
+Why one file of this size: Layers (the layers as trees: probes, copy-up,
+whiteouts) and LayeredMount (the engine: each call kind's rules, in the
+kernel's order of checks) share the Node of a probe and its memo within one
+call, and each call's rules read both; the format, its reader and the
+read-only answers live beside it (layerfmt.py, layerdiff.py, readonly.py).
 """
 import errno
 import fcntl

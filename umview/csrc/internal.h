@@ -415,4 +415,31 @@ int rewrite_call(pid_t tid, int abi, long nr, const uint64_t *args);
 void write_failed(pid_t tid, const char *what, int err);
 
 
+
+/* paths.c: path text for the fast path */
+int normalize(char *p);
+int read_link(const char *proc, char *out, int size);
+int has_dotdot(const char *p);
+int names_cwd(const char *p);
+int prefix_match(const char *p, int *at, int plain_first);
+static inline int prefix_kind_at(const char *p, int *at) { return prefix_match(p, at, 1); }
+static inline int prefix_kind_of(const char *p) { return prefix_match(p, NULL, 1); }
+static inline int prefix_kind_longest(const char *p) { return prefix_match(p, NULL, 0); }
+static inline int is_alias(int kind) { return kind == UM_PREFIX_ALIAS || kind == UM_PREFIX_ALIAS_CLEAN; }
+static inline int is_plain(int kind) { return kind == UM_PREFIX_PLAIN || kind == UM_PREFIX_MOVE; }
+static inline int comp_is(const char *s, size_t l, const char *name) { return l == strlen(name) && !strncmp(s, name, l); }
+int base_under(const char *base, int i);
+int symlink_on_path(const char *raw, int follow);
+int walk_needs_python(const char *raw, int writes);
+const char *next_comp(const char **c, size_t *len);
+int proc_mem(const char *p);
+int proc_magic(const char *p);
+int climbs_through_view(const char *raw, size_t base_len);
+int upper_literal(const struct um_decide_slot *st, const char *raw, const char *path, size_t n);
+int move_literal(const char *raw, int i);
+/* decide.c: the decision's settings */
+extern int check_symlinks;
+/* exec.c: what an exec runs */
+int exec_needs_python(const char *path);
+
 #endif
