@@ -1,32 +1,8 @@
-"""viewfs: mount a real directory over a path, for the processes of the view.
-
-    umview -p viewfs bash
-    $ mount -t viewfs ~/project /srv/app     # as root; or: vumount -t viewfs ...
-    $ ls /srv/app                            # shows ~/project
-    $ umount /srv/app
-
-    umview -p viewfs,mount=/home/me/project:/srv/app make -C /srv/app
-
-    umview -p viewfs,mount=/tmp/layer:/:cow bash   # a copy-on-write view of /
-
-The mode is given with -o: ``move`` (the default: TARGET shows SOURCE and
-nothing of what was there), ``merge`` (SOURCE over TARGET), ``cow`` (TARGET
-appears writable; changes go to SOURCE, the real TARGET is never written) and
-``mincow`` (as cow, but what the user may write is changed in place); see
-layers.py beside this file. SOURCE of a layered mode is made if it does not exist.
-``ro`` (or mount(2) with MS_RDONLY) shows SOURCE as move does, read-only: every
-call that would change a file there fails with EROFS (``umview --sandbox=ro``
-is a ro mount of / over /).
-``-o except=P1:P2`` keeps those subpaths of TARGET real (absolute, or
-relative to TARGET). A layered mount over what an older layered mount shows is
-refused (EBUSY), unless ``-o fresh``: it then starts from what lay under that
-mount (its lower layer) and hides that mount's changes while it is mounted (a
-fresh layer per test in a sandbox; docs/modules.md).
-
-Each mount is a RedirectMount engine registered when mount(2) succeeds, with
-its own epoch: a later mount over /a hides an earlier one on /a/b. SOURCE is
-resolved when mounting (relative to the caller's cwd) and must be a directory;
-TARGET must exist, as for mount(2), unless it lies under another mount.
+"""The viewfs module's engine side: Viewfs (the module), its mounts
+(ViewfsMount, ReadOnlyMount, and LayeredMount from layers.py) and
+MountControl, which serves mount(2) and umount2(2) for the viewfs type.
+What the module does, and its options, is the package's docstring
+(__init__.py).
 """
 import errno
 import logging
