@@ -259,7 +259,7 @@ class Guard(Engine):
                 self.told.add(name)
                 log.warning("guard: %s of the monitor's process refused", name)
             return Skip.errno(errno.EPERM if name in BY_PID else errno.EACCES)
-        if name in calls("open-trees") and not call.args[2] & OPEN_TREE_CLONE:
+        if call.of_class("open-trees") and not call.args[2] & OPEN_TREE_CLONE:
             return CONTINUE  # an O_PATH fd of the tree, as open(O_PATH): the path engines had it
         if name == "setns" and not self._mount_ns(call):
             return CONTINUE

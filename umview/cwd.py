@@ -322,7 +322,7 @@ class CwdTracker(Engine):
                 return Skip.errno(errno.ERANGE)
             call.write_mem(call.raw("buf"), data)
             return Skip(len(data))
-        if call.name in calls("readlinks") and (self.exe or self.vcwd or self.vroot):
+        if call.of_class("readlinks") and (self.exe or self.vcwd or self.vroot):
             answer = self._proc_readlink(call)
             if answer is not None:
                 return answer

@@ -44,6 +44,13 @@ def lookup(path, follow=True, directory=False):
     return 0, st
 
 
+def old_name_error(path, follow):
+    """do_linkat's lookup of the old name (0 if found): followed when asked
+    (AT_SYMLINK_FOLLOW) or when a trailing "/" asks for a directory."""
+    trailing = split(path)[2]
+    return lookup(path, follow=follow or trailing, directory=trailing)[0]
+
+
 def parent_error(real):
     """The errno of the walk to the parent of real (filename_parentat), 0
     if it is a directory. The last name is not looked up: its length is

@@ -286,10 +286,10 @@ class RedirectMount(Engine):
         names = call.spec.names if call.spec is not None else ()
         if not any(slot in names and rel == b"" for slot, rel in rels.items()):
             return None
-        if call.name in calls("unlinks"):
+        if call.of_class("unlinks"):
             rmdir = call.name == "rmdir" or call.name == "unlinkat" and call.flags & 0x200  # AT_REMOVEDIR
             return Skip.errno(errno.EBUSY if rmdir else errno.EISDIR)
-        if call.name in calls("renames"):
+        if call.of_class("renames"):
             if rels.get(0) and not exists(rels[0]):
                 return None  # the kernel's ENOENT first
             return Skip.errno(errno.EBUSY)

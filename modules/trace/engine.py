@@ -34,6 +34,9 @@ STRING_LIMIT = 32
 #: python-ptrace's name of an argument where it is not the kernel's (which
 #: syscalls/table.py uses)
 _PTRACE_ARG_NAMES = {"whence": "origin"}
+_NO_RETURN = class_calls("exits")
+_MODE_RESULT = class_calls("returns-mode")
+_ADDR_RESULT = class_calls("returns-addr")
 _FILE_TYPES = {0o140000: "S_IFSOCK", 0o120000: "S_IFLNK", 0o100000: "S_IFREG", 0o60000: "S_IFBLK",
                0o40000: "S_IFDIR", 0o20000: "S_IFCHR", 0o10000: "S_IFIFO"}
 
@@ -141,16 +144,16 @@ def _signal_name(value):
 
 def format_result(name, value):
     """The text after ' = '."""
-    if value is None or name in class_calls("exits"):
+    if value is None or name in _NO_RETURN:
         return "?"
     value = _signed(value)
     if -4096 < value < 0:
         code = -value
         ename = _errno.errorcode.get(code, f"E{code}")
         return f"-1 {ename} ({os.strerror(code)})"
-    if name in class_calls("returns-mode"):
+    if name in _MODE_RESULT:
         return "0%o" % value if value else "000"
-    if name in class_calls("returns-addr"):
+    if name in _ADDR_RESULT:
         return hex(value & (1 << 64) - 1)
     return str(value)
 
@@ -364,7 +367,7 @@ class TraceEngine(Engine):
         if op is None:
             return
         if not self._started:
-            if call.name not in class_calls("execs") or call.retval != 0:
+            if not call.of_class("execs") or call.retval != 0:
                 return
             self._started = True
         if call.name not in self.shown:

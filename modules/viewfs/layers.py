@@ -209,10 +209,12 @@ def forget_probes(call, layers):
     call.state(layers).probes = None
 
 
-def _outside_path(call, slot):
-    """Call's path slot, a name on another mount than this one, made
-    absolute as written (a trailing "/" kept); None where the kernel names
-    a file by fd (an empty or NULL path) or the name cannot be read."""
+def written_path(call, slot):
+    """Call's path slot made absolute as written (".", "..", a trailing "/"
+    kept), as Call.written but for a name the process cannot have read: that
+    raises OSError (EFAULT), the kernel's getname comes before any lookup.
+    None for an empty or NULL path (the kernel names a file by fd) or one
+    with no directory path to start from."""
     index = call.path_indices[slot]
     if not call.args[index]:
         return None
@@ -1454,7 +1456,7 @@ class LayeredMount(RedirectMount):
             self.layers.make_opaque(rel)
 
     def _create(self, call, s):
-        if call.name in calls("mknods") and stat.S_ISCHR(call.mode) and call.dev == 0:
+        if call.of_class("mknods") and stat.S_ISCHR(call.mode) and call.dev == 0:
             # a whiteout in the layer: the name would vanish (overlayfs
             # refuses it too), once the kernel's earlier checks passed
             slot, index, rel, raw = s
@@ -1552,7 +1554,7 @@ class LayeredMount(RedirectMount):
                         self._set(call, index, node.real, raw)
                         return CONTINUE  # the kernel's ENOENT, ENOTDIR, in its order
                     continue
-                path = _outside_path(call, other)
+                path = written_path(call, other)
                 err = namei.parent_error(path) if path is not None else 0
                 if err:
                     raise OSError(err, os.strerror(err))
@@ -1670,13 +1672,10 @@ class LayeredMount(RedirectMount):
                     self._set(call, index, old.real + (b"/" if raw.endswith(b"/") else b""), raw)
                     return CONTINUE  # the kernel's ENOENT, ENOTDIR
             else:
-                path = _outside_path(call, 0)
-                if path is not None:
-                    trailing = path.endswith(b"/")
-                    err = namei.lookup(path, follow=trailing or call.name == "linkat" and call.flags & AT_SYMLINK_FOLLOW,
-                                       directory=trailing)[0]
-                    if err:
-                        raise OSError(err, os.strerror(err))
+                path = written_path(call, 0)
+                err = path and namei.old_name_error(path, call.name == "linkat" and call.flags & AT_SYMLINK_FOLLOW)
+                if err:
+                    raise OSError(err, os.strerror(err))
             raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
         (_, i_old, r_old, raw_old), new = slots[0], slots[1]
         old = self._probe(call, r_old)

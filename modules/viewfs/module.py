@@ -15,7 +15,7 @@ from umview.service import Module, RedirectMount
 from umview.syscalls import PATH_SYSCALLS, calls
 
 from . import readonly
-from .layers import FD_CHANGES, LISTING_CALLS, OPENS, PSEUDO, LayeredMount
+from .layers import FD_CHANGES, LISTING_CALLS, OPENS, PSEUDO, LayeredMount, written_path
 
 log = logging.getLogger("umview")
 
@@ -110,11 +110,7 @@ class ReadOnlyMount(ViewfsMount):
         for slot, path in enumerate(LayeredMount._paths(call)):
             if path is None:
                 continue
-            index = call.path_indices[slot]
-            raw = call.read_string(index) if call.args[index] else b""
-            if raw and not raw.startswith(b"/"):
-                base = call.base(slot)
-                raw = base.rstrip(b"/") + b"/" + raw if base is not None else b""
+            raw = written_path(call, slot) or b""
             if self.relative(path) is None:
                 if raw:
                     others[slot] = raw

@@ -40,10 +40,10 @@ def unreadable(call):
         key = slot if a.kind == "path" else "target"
         if a.kind == "path":
             slot += 1
-        elif not (a.kind == "str" and call.name in calls("symlinks")):
+        elif not (a.kind == "str" and call.of_class("symlinks")):
             continue
         if not call.args[a.index]:
-            if a.kind != "path" or call.name not in calls("null-is-fd"):
+            if a.kind != "path" or not call.of_class("null-is-fd"):
                 bad[key] = errno.EFAULT  # (NULL names the dirfd's file there)
             continue
         try:
@@ -108,9 +108,7 @@ def refusal(call, reals, flags=None, bad=None, others=None):
             return bad[0]
         old = reals.get(0, others.get(0))
         if old is not None:
-            follow = name == "linkat" and call.flags & AT_SYMLINK_FOLLOW
-            _, _, trailing = namei.split(old)
-            err, st = namei.lookup(old, follow=follow or trailing, directory=trailing)
+            err = namei.old_name_error(old, name == "linkat" and call.flags & AT_SYMLINK_FOLLOW)
             if err:
                 return err
         if 1 not in reals and 1 not in bad:
@@ -124,8 +122,8 @@ def refusal(call, reals, flags=None, bad=None, others=None):
         real = reals.get(names[-1])
         if real is None:
             return errno.EROFS
-        return namei.create_error(real, want_dir=name in calls("mkdirs")) or errno.EROFS
-    if name in calls("sockaddrs"):
+        return namei.create_error(real, want_dir=call.of_class("mkdirs")) or errno.EROFS
+    if call.of_class("sockaddrs"):
         real = reals.get(0)
         if real is None:
             return errno.EROFS
@@ -149,7 +147,7 @@ def refusal(call, reals, flags=None, bad=None, others=None):
             return errno.EISDIR
         if not stat.S_ISREG(st.st_mode):
             return errno.EINVAL
-    if name in calls("accesses") and _special(st):
+    if call.of_class("accesses") and _special(st):
         return 0  # a device, FIFO or socket may be written on a read-only mount
     return errno.EROFS
 

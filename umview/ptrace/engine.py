@@ -17,15 +17,20 @@ from umview.ptrace.procfs import (_all_tasks, _COPIES, _copy_of, _fd_link, _ns_i
 class _Classes:
     """A class attribute holding the calls of classes of the syscall table,
     looked up when first read (the table is not loaded before a tracer or a
-    module needs it: umview.monitor)."""
+    module needs it: umview.monitor), then kept on the class in its stead."""
 
     def __init__(self, *classes, also=()):
         self.classes, self.also = classes, frozenset(also)
 
+    def __set_name__(self, owner, name):
+        self.name = name
+
     def __get__(self, obj, owner):
         from umview.syscalls import calls
 
-        return calls(*self.classes) | self.also
+        value = calls(*self.classes) | self.also
+        setattr(owner, self.name, value)  # later reads (wants(), every call) find the set itself
+        return value
 
 
 class InnerTracing(ProcView, Requests, Events, Waits, Engine):
