@@ -83,7 +83,11 @@ def test_a_tracer_sees_what_it_sees_natively(progs, mode, notif, tracer):
 PROC_STATES = """
 sleep 30 & s=$!
 strace -qq -o /dev/null -p $s & t=$!
-until grep -q "TracerPid:.$t$" /proc/$s/status; do sleep 0.05; done
+# strace has attached and let it run on (natively "t" for a moment between the two)
+i=0
+until grep -q "TracerPid:.$t$" /proc/$s/status && grep -q "State:.S" /proc/$s/status || [ $i -ge 200 ]; do
+    sleep 0.05; i=$((i+1))
+done
 grep -E "State|TracerPid" /proc/$s/status | sed "s/$t/STRACE/"
 cut -d' ' -f3 /proc/$s/stat /proc/$s/task/$s/stat
 exec 3< /proc/$$/status; readlink /proc/$$/fd/3 | sed "s/$$/SELF/"; stat -f -c %T /proc/$$/fd/3
