@@ -25,8 +25,8 @@ The cwd tracker's companion: registered with it (umview.assembly).
 import errno
 import os
 
-from umview import fdpass
 from umview.engine import CONTINUE, Engine, Skip
+from umview.procs import PROCESSES
 from umview.syscalls import calls
 
 PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
@@ -40,7 +40,6 @@ class PathBypass(Engine):
     per_view = "pathbypass"
 
     def __init__(self):
-        self.dumpable = {}  # tgid -> the flag the process set (emulated)
         if os.geteuid() != 0:
             self.value_syscalls = {"prctl": (0, frozenset({PR_GET_DUMPABLE, PR_SET_DUMPABLE}))}
 
@@ -57,37 +56,19 @@ class PathBypass(Engine):
         return Skip.errno(errno.EPERM)
 
     def _dumpable(self, call):
+        """The flag is the process's (its record: umview.procs): a fork copies
+        it, an exec resets it, as the kernel's (it belongs to the memory)."""
         try:
-            tgid = fdpass.tgid_of(call.tid)
+            p = PROCESSES.record(call.tid).process
         except OSError:
             return CONTINUE
         if call.args[0] & 0xFFFFFFFF == PR_GET_DUMPABLE:
-            return Skip(self.dumpable[tgid]) if tgid in self.dumpable else CONTINUE
+            return Skip(p.dumpable) if p.dumpable is not None else CONTINUE
         value = call.args[1]
         if value not in (0, 1):
             return CONTINUE  # the kernel's EINVAL (2, SUID_DUMP_ROOT, is refused too)
         if value == 1:
-            self.dumpable.pop(tgid, None)
+            p.dumpable = None
             return CONTINUE
-        self.dumpable[tgid] = 0
+        p.dumpable = 0
         return Skip(0)
-
-    # the flag belongs to the process's memory: a fork copies it, an exec resets it
-    def on_fork(self, parent_tid, child_tid, thread):
-        if thread or not self.dumpable:
-            return
-        try:
-            parent = fdpass.tgid_of(parent_tid)
-        except OSError:
-            return
-        if parent in self.dumpable:
-            self.dumpable[child_tid] = self.dumpable[parent]
-
-    def on_exec(self, tid, former_tid):
-        if self.dumpable:
-            self.dumpable.pop(tid, None)
-            self.dumpable.pop(former_tid, None)
-
-    def on_exit(self, tid):
-        if self.dumpable:
-            self.dumpable.pop(tid, None)  # the leader's tid is the tgid

@@ -1,9 +1,5 @@
 """The virtual current directory of the processes in a view.
 
-(One file over 700 lines: the tracker's state per process, its claims and
-the calls that read or change a cwd, a root or an fd's path are one engine;
-the per-process record the core will own, issue 31, takes most of it.)
-
 When a process changes into a directory that a mount serves, the kernel's cwd
 is the real directory the mount redirected to, but the process must keep
 seeing the path it named: `cd /unreal/etc && pwd -P` prints `/unreal/etc`,
@@ -27,7 +23,7 @@ process made it. For a process whose cwd is virtual it
   script becomes the execve of the interpreter, with the argument list the
   kernel would have made; likewise a program whose ELF loader lies under a
   mount runs that loader (the view's), and readlink of /proc/self/exe says
-  the program;
+  the program (umview/cwdexec.py);
 - serves chroot(2) for any user: the process gets a root in the view, below
   which every path it names is resolved (all its path calls come here:
   UM_VROOT), with no way out through "..", symlinks, /proc/self/root, or a
@@ -37,10 +33,11 @@ fchdir needs the virtual path of a directory fd: the tracker remembers it for
 fds opened through a mount, and checks at fchdir time that the fd still refers
 to the same real file (fd numbers are reused after close).
 
-The cwd and root are per process (threads share them); a child inherits its
-parent's, or shares them with it if clone(2) had CLONE_FS (read from the
-parent's registers at the fork event). Not handled: unshare(CLONE_FS), which
-leaves them joined.
+The cwd, the root, the fd paths and the program's name are kept in the
+process's record (umview.procs), which the monitor keeps at fork, exec and
+exit: a child inherits its parent's, or shares them with it if clone(2) had
+CLONE_FS (or CLONE_FILES). The tracker has no state of its own per process.
+Not handled: unshare(CLONE_FS), which leaves them joined.
 """
 import errno
 import logging
@@ -49,8 +46,10 @@ import re
 
 from umview import core, fdpass, longpath
 from umview.core import lib
+from umview.cwdexec import EXECS, ExecInView
 from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip, _normalize, under_any
 from umview.pathwalk import dotted, plain_path, walk
+from umview.procs import PROCESSES, Process
 from umview.service import SOCKNAME_SYSCALLS, RedirectMount, ViewLookup, realize, sockname_enter, sockname_exit
 from umview.syscalls import PATH_SYSCALLS, calls
 
@@ -58,21 +57,13 @@ AT_FDCWD = core.AT_FDCWD
 _signed = core.signed32
 AT_EMPTY_PATH = 0x1000
 AT_EACCESS = 0x200
-EXECS = {"execve": (0, 1), "execveat": (1, 2)}  # path and argv argument indexes
-BINPRM_BUF_SIZE = 256  # what the kernel reads of a #! line
 OPENS = calls("opens")
 RESOLVE_IN_ROOT = 0x10
-MAX_FD_PATHS = 65536
 # what follows /proc/ in a magic link to a process's root, cwd or open file
 PROC_LINK = re.compile(rb"(self|thread-self|[0-9]+)(?:/task/([0-9]+))?/(root|cwd|exe|fd/([0-9]+))(?:/(.*))?\Z", re.S)
-PT_INTERP = 3
-CLONE_FS = 0x200
-_NR_CLONE = {"x86_64": 56, "i386": 120}
-_NR_CLONE3 = 435  # on both
-_X32_BIT = 0x40000000
 
 
-class CwdTracker(Engine):
+class CwdTracker(ExecInView, Engine):
     name = "cwd"
     description = "virtual current directories"
     mirrors_mounts = True
@@ -99,16 +90,7 @@ class CwdTracker(Engine):
         self.prefixes = ()
         self.targets = ()
         self.mounts = ()    # mount engines, oldest first
-        self.tgid = {}      # tid -> tgid
-        self.threads = {}   # tgid -> set of tids
-        self.vcwd = {}      # tgid -> virtual cwd (bytes), only where it is virtual
-        self.faithful = {}  # tgid -> the real cwd, where the virtual one is faithful
-        self.fd_paths = {}  # (tgid, fd) -> (virtual path, real path)
         self.opaque = ()    # mount points the monitor never looks under
-        self.vroot = {}     # tgid -> its root in the view (chroot), where it is not /
-        self.fs_shared = {}  # tgid -> the set of processes sharing its root and cwd (CLONE_FS), where any
-        self.exe = {}       # tgid -> the program's path, where the exec ran its loader
-        self.exe_pending = {}  # tid -> that path (or None) while its exec runs
 
     def set_mounts(self, mounts):
         self.mounts = tuple(mounts)
@@ -135,122 +117,32 @@ class CwdTracker(Engine):
         engine chain does)."""
         return realize(self.mounts, vpath)
 
-    # --- processes ---
-    def _tgid(self, tid):
-        return self.tgid.get(tid, tid)
-
-    def on_fork(self, parent_tid, child_tid, thread):
-        if thread:
-            g = self._tgid(parent_tid)
-            self.tgid[child_tid] = g
-            self.threads.setdefault(g, {g}).add(child_tid)
-            return
-        parent = self._tgid(parent_tid)
-        if _clone_flags(parent_tid) & CLONE_FS:
-            # one root and cwd for both: what either changes, both have
-            group = self.fs_shared.setdefault(parent, {parent})
-            group.add(child_tid)
-            self.fs_shared[child_tid] = group
-        if parent in self.vcwd:
-            self.vcwd[child_tid] = self.vcwd[parent]
-        if parent in self.faithful:
-            self.faithful[child_tid] = self.faithful[parent]
-        if parent in self.exe:
-            self.exe[child_tid] = self.exe[parent]
-        if parent in self.vroot:
-            self.vroot[child_tid] = self.vroot[parent]
-        inherited = {(child_tid, fd): v for (g, fd), v in self.fd_paths.items() if g == parent}
-        self.fd_paths.update(inherited)
-
-    def adopt(self, older, tids):
-        """Threads joining a nested view whose tracker this is: take over what
-        older (the outer views' tracker) knew of their process."""
-        for g in {older._tgid(t) for t in tids}:
-            members = older.threads.pop(g, None)
-            if members is not None:
-                self.threads[g] = members
-            for t in [t for t, tg in older.tgid.items() if tg == g]:
-                self.tgid[t] = older.tgid.pop(t)
-            for state in ("vcwd", "faithful", "exe", "vroot"):
-                if g in getattr(older, state):
-                    getattr(self, state)[g] = getattr(older, state).pop(g)
-            for key in [k for k in older.fd_paths if k[0] == g]:
-                self.fd_paths[key] = older.fd_paths.pop(key)
-
-    def on_exec(self, tid, former_tid):
-        exe = self.exe_pending.pop(former_tid, None)
-        if exe is None:
-            self.exe.pop(tid, None)
-        else:
-            self.exe[tid] = exe
-        g = self._tgid(tid)
-        for t in self.threads.pop(g, ()):
-            if t != tid:
-                self.tgid.pop(t, None)
-
-    def on_exit(self, tid):
-        self.exe_pending.pop(tid, None)
-        g = self.tgid.pop(tid, tid)
-        members = self.threads.get(g)
-        if members is not None:
-            members.discard(tid)
-        if tid == g and not members:
-            self.threads.pop(g, None)
-            group = self.fs_shared.pop(g, None)
-            if group is not None:
-                group.discard(g)
-            self.vcwd.pop(g, None)
-            self.faithful.pop(g, None)
-            self.exe.pop(g, None)
-            self.vroot.pop(g, None)
-            for key in [k for k in self.fd_paths if k[0] == g]:
-                del self.fd_paths[key]
-
-    def _fs_group(self, g):
-        """The processes that share process g's root and cwd (CLONE_FS), g
-        included."""
-        return self.fs_shared.get(g) or {g}
+    # --- processes (their records: umview.procs) ---
+    @staticmethod
+    def _proc(tid):
+        """The record of thread tid's process; an empty one if it is gone."""
+        t = PROCESSES.threads.get(tid)
+        if t is not None:
+            return t.process
+        try:
+            return PROCESSES.process(tid)
+        except OSError:
+            return Process(tid)
 
     def _set_vcwd(self, tid, virtual):
-        g = self._tgid(tid)
-        self._set_own_vcwd(tid, virtual)
-        for other in self._fs_group(g) - {g}:
-            # the same state for the processes that share it (CLONE_FS)
-            self._set_fs_state(other, g)
-
-    def _set_fs_state(self, other, g):
-        """Process other's root, cwd and C flags become process g's."""
-        for state in (self.vcwd, self.faithful, self.vroot):
-            if g in state:
-                state[other] = state[g]
-            else:
-                state.pop(other, None)
-        on = ((core.lib.UM_VCWD if other in self.vcwd else 0) | (core.lib.UM_VROOT if other in self.vroot else 0)
-              | (core.lib.UM_VCWD_FAITHFUL if other in self.faithful else 0))
-        for t in self.threads.get(other, {other}):
-            core.check(core.lib.um_set_vcwd(t, on))
-
-    def _set_own_vcwd(self, tid, virtual):
-        g = self._tgid(tid)
-        self.faithful.pop(g, None)
-        if virtual is None and g in self.vroot:
-            # under a virtual root every cwd is the view's to say
+        """The cwd of thread tid's process, and of every process sharing it
+        (CLONE_FS), becomes virtual (None: the kernel's, unless the process
+        has a virtual root, under which every cwd is the view's to say)."""
+        fs = self._proc(tid).fs
+        if virtual is None and fs.root is not None:
             real = self._cwd_target(tid)
-            virtual = (self._from_real(real) or real) if real and real.startswith(b"/") else self.vroot[g]
-        if virtual is None:
-            self.vcwd.pop(g, None)
-            on = 0
-        else:
-            self.vcwd[g] = virtual
-            on = core.lib.UM_VCWD
+            virtual = (self._from_real(real) or real) if real and real.startswith(b"/") else fs.root
+        faithful = None
+        if virtual is not None and fs.root is None:  # under a virtual root every path is Python's
             real = self._cwd_target(tid)
-            if g in self.vroot:
-                on |= core.lib.UM_VROOT  # every path is Python's, never faithful
-            elif real is not None and self._faithful(virtual, real):
-                on |= core.lib.UM_VCWD_FAITHFUL
-                self.faithful[g] = real
-        for t in self.threads.get(g, {g}) | {tid}:
-            core.check(core.lib.um_set_vcwd(t, on))
+            if real is not None and self._faithful(virtual, real):
+                faithful = real
+        fs.set(virtual, faithful, also=(tid,))
 
     def _faithful(self, virtual, real):
         """Does the real directory show the names the virtual one does, all
@@ -267,13 +159,14 @@ class CwdTracker(Engine):
                 return bool(shows and shows(rel, real))
         return False
 
-    def _below_faithful(self, g, real):
+    @staticmethod
+    def _below_faithful(fs, real):
         """The virtual path of a real path at or below the faithful cwd of
-        process g (as it was when g entered it), or None."""
-        base = self.faithful.get(g)
+        the FsContext fs (as it was when it was entered), or None."""
+        base = fs.faithful
         if base is None or not (real == base or real.startswith(base.rstrip(b"/") + b"/")):
             return None
-        return self.vcwd[g].rstrip(b"/") + real[len(base.rstrip(b"/")):] or b"/"
+        return fs.cwd.rstrip(b"/") + real[len(base.rstrip(b"/")):] or b"/"
 
     def _from_real(self, real):
         """The virtual path of a real directory that a mount shows, or None."""
@@ -289,19 +182,18 @@ class CwdTracker(Engine):
         if call.name in SOCKNAME_SYSCALLS:
             return True
         if call.name in self.unix_addr_syscalls:
-            return self._tgid(call.tid) in self.vroot or self._relative_socket(call) is not None
+            return self._proc(call.tid).fs.root is not None or self._relative_socket(call) is not None
         if call.name in self.syscalls or call.name in self.vcwd_syscalls:
             return True
-        if call.path_indices and self._tgid(call.tid) in self.vcwd:
+        if call.path_indices and self._proc(call.tid).fs.cwd is not None:
             return True
         # a path call reaching Python with mounts present lies under a mount or
         # has a symlink on its way (the C core checked): walk it in the view
         return bool(self.mounts)
 
     def enter(self, call):
-        g = self._tgid(call.tid)
-        vcwd = self.vcwd.get(g)
-        root = self.vroot.get(g)
+        fs = self._proc(call.tid).fs
+        vcwd, root = fs.cwd, fs.root
         if call.name in SOCKNAME_SYSCALLS:
             given = sockname_enter(call)
             if given is None:
@@ -322,7 +214,7 @@ class CwdTracker(Engine):
                 return Skip.errno(errno.ERANGE)
             call.write_mem(call.raw("buf"), data)
             return Skip(len(data))
-        if call.of_class("readlinks") and (self.exe or self.vcwd or self.vroot):
+        if call.of_class("readlinks"):
             answer = self._proc_readlink(call)
             if answer is not None:
                 return answer
@@ -348,10 +240,16 @@ class CwdTracker(Engine):
             # after the program (the kernel named it after the loader)
             return self._interpreter(call, root or b"/") or (
                 CONTINUE_AFTER if getattr(call.state(self), "comm", None) else CONTINUE)
-        if call.name in OPENS and not any(p is not None and under_any(p, self.targets)
-                                          for p in call.paths()):
-            return CONTINUE  # not through a mount: nothing to remember about the fd
-        if call.name == "chdir" or call.name in OPENS:
+        if call.name in OPENS:
+            # the path as named here, and made absolute: if a mount rewrites
+            # it, the monitor names the fd by it in the process's record at
+            # the call's exit (procs.Processes.opened; an open no mount
+            # rewrites takes no exit stop for this)
+            paths = call.paths()
+            if paths and paths[0] is not None and under_any(paths[0], self.targets):
+                call.fd_path = (call.read_string(call.path_indices[0]), paths[0])
+            return CONTINUE
+        if call.name == "chdir":
             # the path as named here, and made absolute: at exit, a different
             # string in the argument means a mount redirected it
             st = call.state(self)
@@ -366,7 +264,6 @@ class CwdTracker(Engine):
         if call.name in SOCKNAME_SYSCALLS:
             sockname_exit(call, call.state(self).sockname)
             return
-        g = self._tgid(call.tid)
         if call.name in EXECS:
             comm = getattr(call.state(self), "comm", None)
             if comm is not None:
@@ -375,164 +272,23 @@ class CwdTracker(Engine):
                     logging.getLogger("umview").debug("the name of process %d stays its loader's: %s", call.tid,
                                                       os.strerror(-err))
             return
+        p = self._proc(call.tid)
         if call.name == "chdir":
             virtual = call.state(self).virtual
-            self._set_vcwd(call.tid, virtual if g in self.vroot or self._moved(call) else None)
+            self._set_vcwd(call.tid, virtual if p.fs.root is not None or self._moved(call) else None)
         elif call.name == "fchdir":
             fd = call.fd
-            entry = self.fd_paths.get((g, fd))
+            entry = p.fds.get(fd)
             real = self._fd_target(call.tid, fd)
             if entry is not None and real != entry[1]:
                 entry = None
             # an fd the kernel opened by itself below a faithful cwd: its
             # place below the virtual cwd, or what the mount showing it says
             if entry is None and real is not None:
-                virtual = self._below_faithful(g, real) or self._from_real(real)
+                virtual = self._below_faithful(p.fs, real) or self._from_real(real)
             else:
                 virtual = entry[0] if entry else None
             self._set_vcwd(call.tid, virtual)
-        elif call.name in OPENS and self._redirected(call):
-            real = self._fd_target(call.tid, call.retval)
-            if real is not None and len(self.fd_paths) < MAX_FD_PATHS:
-                self.fd_paths[(g, call.retval)] = (call.state(self).virtual, real)
-
-    def _interpreter(self, call, root=b"/"):
-        """An exec of a #! script where the script or its interpreter lies
-        under a mount: the kernel would look for the interpreter outside the
-        view's mounts, and would hand it the script's real path, which means
-        another file in the view (a script in a sandbox's /tmp: sh then
-        cannot open /tmp/umview-sandbox-X/tmp/s) or shows where the mount
-        comes from. So the exec becomes the interpreter's, with the
-        arguments the kernel would give it and the script as the process
-        named it, once the process may execute the script (the kernel's own
-        check, made by the process: faccessat2). None, or a Skip with the
-        errno the exec gets."""
-        pidx, aidx = EXECS[call.name]
-        if call.name == "execveat" and call.flags & AT_EMPTY_PATH:
-            return None
-        path = call.paths()[0]
-        if path is None or self._leave_to_kernel(path):
-            return None
-        script_real = self.realize(path)
-        try:
-            with open(longpath.open_regular(script_real), "rb") as f:
-                head = f.read(BINPRM_BUF_SIZE)
-        except OSError:
-            return None  # the kernel says why
-        if head.startswith(b"\x7fELF"):
-            return self._elf_interpreter(call, path, script_real, root)
-        if not head.startswith(b"#!"):
-            return None
-        line = head[2:].split(b"\n", 1)[0].strip(b" \t")
-        interp, _, arg = line.replace(b"\t", b" ").partition(b" ")
-        arg = arg.strip(b" ")
-        if not interp.startswith(b"/"):
-            return None
-        resolved, crossed = walk(root.rstrip(b"/") + interp, self.realize, True, opaque=self.opaque, root=root)
-        if not crossed and script_real == path and root == b"/":
-            return None  # neither under a mount nor a virtual root: the kernel does it
-        refused = self._may_execute(call, script_real)
-        if refused is not None:
-            return refused
-        # the kernel's argument list: interpreter, its optional argument, the
-        # script as the process named it, then the process's argv[1:]
-        script = core.read_string(call.tid, call.orig_args[pidx])
-        if call.name == "execveat" and not script.startswith(b"/") and _signed(call.args[0]) != AT_FDCWD:
-            script = b"/dev/fd/%d/%s" % (_signed(call.args[0]), script)  # the kernel's name for it
-        return self._exec_instead(call, resolved, [interp] + ([arg] if arg else []) + [script], 1, root)
-
-    def _elf_interpreter(self, call, path, real, root):
-        """An exec of a dynamically linked program whose ELF interpreter (the
-        dynamic loader its PT_INTERP names) lies under a mount: the kernel
-        would load the real tree's loader, which would then load the view's
-        libraries (a guest root file system's libc with the host's ld.so:
-        they must match). _exec_instead runs the view's loader."""
-        loader = self._view_loader(real, root)
-        if loader is None:
-            return None  # static, not ELF, unreadable, or the loader the kernel finds is the view's
-        return self._exec_instead(call, path, [], 0, root, loader)
-
-    def _view_loader(self, real, root):
-        """(its PT_INTERP, the view path of that loader below root) for the
-        program at real path, where the kernel would not find the view's
-        loader (it lies under a mount, or the process has a root of the
-        view's); else None."""
-        interp = elf_interp(real)
-        if interp is None:
-            return None
-        loader, crossed = walk(root.rstrip(b"/") + interp, self.realize, True, opaque=self.opaque, root=root)
-        return (interp, loader) if crossed or root != b"/" else None
-
-    @staticmethod
-    def _argv(call, aidx):
-        """The pointers of the exec's argv (a list), None if too many to
-        rebuild here."""
-        argv = []
-        addr = call.args[aidx]
-        word = 8 if call.abi == "x86_64" else 4  # i386 and x32 pointers are 32 bits
-        while addr and len(argv) < 8192:
-            ptr = int.from_bytes(call.read_mem(addr + word * len(argv), word), "little")
-            if not ptr:
-                return argv
-            argv.append(ptr)
-        return None if addr else argv
-
-    def _exec_instead(self, call, program, head, skip, root=b"/", loader=False):
-        """Turn the exec into one of program (a view path) with the argument
-        list head (strings, or pointers of the process's own) followed by
-        the process's argv[skip:]. If program is dynamically linked and its
-        loader lies under a mount or a virtual root, the view's loader (the
-        one below the root) is run instead, which
-        loads the program itself (its opens go through the view), given the
-        argument list's first string as argv[0] where the loader takes
-        --argv0 (glibc 2.33, musl 1.2.3; an older one shows the program's
-        path). /proc/self/exe then names the loader: readlink of it is
-        answered with the program (_proc_readlink). loader: _view_loader's
-        answer for program if the caller has it. None, or a Skip with the
-        exec's errno."""
-        pidx, aidx = EXECS[call.name]
-        argv = self._argv(call, aidx)
-        if argv is None:
-            return None  # too many to rebuild here: leave it to the kernel
-        named = getattr(call.state(self), "named", None)
-        if named is None:
-            named = call.read_string(pidx)
-        full = list(head) + argv[skip:]
-        exe = None
-        real = self.realize(program)
-        if loader is False:
-            loader = self._view_loader(real, root)
-        if loader is not None:
-            interp, loader = loader
-            refused = self._may_execute(call, real)  # which the loader's exec does not check
-            if refused is not None:
-                return refused
-            name = [b"--argv0", full[0]] if full and _takes_argv0(self.realize(loader)) else []
-            # the program as the process names it (the loader opens it
-            # through the view, below the process's root)
-            inside = self._inside(root, program)
-            full = [interp] + name + [inside] + full[1:]
-            exe, program = inside, loader
-            # the name the kernel gives it: the last component of the path
-            # the process gave (the script's, for a #! script)
-            call.state(self).comm = os.path.basename(named) or str(call.args[0] & 0xFFFFFFFF).encode()
-        word = 8 if call.abi == "x86_64" else 4
-        ptrs = []
-        for s in full:
-            if isinstance(s, int):
-                ptrs.append(s)
-                continue
-            where = call.alloc(len(s) + 1)
-            call.write_mem(where, s + b"\0")
-            ptrs.append(where)
-        where = call.alloc(word * (len(ptrs) + 1))
-        call.write_mem(where, b"".join(p.to_bytes(word, "little") for p in ptrs + [0]))
-        call.args[aidx] = where
-        call.set_string(pidx, program)
-        if call.name == "execveat":
-            call.args[0] = AT_FDCWD & 0xFFFFFFFFFFFFFFFF  # the new path is absolute
-        self.exe_pending[call.tid] = exe
-        return None
 
     def _chroot(self, call):
         """chroot(2), served for any user: the process's root becomes the
@@ -554,11 +310,11 @@ class CwdTracker(Engine):
         refused = self._may_enter(call, real, os.X_OK)
         if refused is not None:
             return refused
-        g = self._tgid(call.tid)
-        if vpath == b"/" and g not in self.vroot:
+        fs = self._proc(call.tid).fs
+        if vpath == b"/" and fs.root is None:
             return Skip(0)
-        self.vroot[g] = vpath
-        self._set_vcwd(call.tid, self.vcwd.get(g))  # now a virtual cwd, whose paths are all the view's
+        fs.root = vpath
+        self._set_vcwd(call.tid, fs.cwd)  # now a virtual cwd, whose paths are all the view's
         return Skip(0)
 
     def _rooted_socket(self, call, root, vcwd):
@@ -595,13 +351,13 @@ class CwdTracker(Engine):
             return None
         if not path or path.startswith(b"/"):
             return None
-        g = self._tgid(call.tid)
-        if g in self.faithful:
+        fs = self._proc(call.tid).fs
+        if fs.faithful is not None:
             return False
         real = core.proc_link(call.tid)
         if real is None or not real.startswith(b"/"):
             return None
-        virtual = self.vcwd.get(g) or self._from_real(real)
+        virtual = fs.cwd or self._from_real(real)
         if virtual is None or virtual == real:
             return None
         return virtual.rstrip(b"/") + b"/" + path
@@ -740,16 +496,17 @@ class CwdTracker(Engine):
         who, task, what, fd, after = m.groups()
         if after is None and not follow:
             return None  # the link itself (readlink, lstat): the kernel's
-        pid = fdpass.proc_pid(who, call.tid, self._tgid)
+        pid = fdpass.proc_pid(who, call.tid, PROCESSES.tgid)
         tid = int(task) if task else pid
+        p = self._proc(tid)
         if what == b"root":
-            base = self.vroot.get(self._tgid(tid), b"/")
+            base = p.fs.root or b"/"
         elif what == b"exe":
-            base = self.exe.get(self._tgid(tid))
+            base = p.exe
             if base is None:
                 return None  # the kernel's: the program it ran
         elif what == b"cwd":
-            base = self.vcwd.get(self._tgid(tid))
+            base = p.fs.cwd
             if base is None:
                 real = self._cwd_target(tid)
                 if real is None or not real.startswith(b"/"):
@@ -759,7 +516,7 @@ class CwdTracker(Engine):
             real = self._fd_target(tid, int(fd))
             if real is None or not real.startswith(b"/") or real.endswith(b" (deleted)"):
                 return None  # no such fd, or a file no path names
-            entry = self.fd_paths.get((self._tgid(tid), int(fd)))
+            entry = p.fds.get(int(fd))
             base = entry[0] if entry is not None and entry[1] == real else self._from_real(real)
             if base is None and after is None and self.realize(real) != real:
                 # a file the view hides (opened before it, as a sandbox's
@@ -783,16 +540,16 @@ class CwdTracker(Engine):
         if m is None or m.group(3) not in (b"exe", b"cwd", b"root") or m.group(5) is not None:
             return None
         who, task, what = m.group(1), m.group(2), m.group(3)
-        pid = fdpass.proc_pid(who, call.tid, self._tgid)
-        g = self._tgid(int(task) if task else pid)
-        mine = self.vroot.get(self._tgid(call.tid))
+        pid = fdpass.proc_pid(who, call.tid, PROCESSES.tgid)
+        p = self._proc(int(task) if task else pid)
+        mine = self._proc(call.tid).fs.root
         if what == b"exe":
-            value = self.exe.get(g)
+            value = p.exe
         elif what == b"cwd":
-            value = self.vcwd.get(g)
+            value = p.fs.cwd
             value = self._inside(mine, value) if value is not None else None
         else:
-            value = self.vroot.get(g)
+            value = p.fs.root
             if value is not None:
                 value = self._inside(mine, value)
             elif mine is not None:
@@ -826,15 +583,15 @@ class CwdTracker(Engine):
         base = core.proc_link(call.tid, _signed(call.args[0]))
         if base is None or not base.startswith(b"/"):
             return  # EBADF or ENOTDIR from the kernel
-        g = self._tgid(call.tid)
-        entry = self.fd_paths.get((g, _signed(call.args[0])))
+        p = self._proc(call.tid)
+        entry = p.fds.get(_signed(call.args[0]))
         if entry is not None and entry[1] == base:
             base = entry[0]
-        elif _signed(call.args[0]) == AT_FDCWD and g in self.vcwd:
-            base = self.vcwd[g]
+        elif _signed(call.args[0]) == AT_FDCWD and p.fs.cwd is not None:
+            base = p.fs.cwd
         else:
             base = self._from_real(base) or base
-        root = self.vroot.get(g)
+        root = p.fs.root
         if root is not None and not under_any(base, (root,)):
             base = root  # a dirfd from outside the root: the root
         path = call.read_string(call.path_indices[0])
@@ -922,79 +679,6 @@ class CwdTracker(Engine):
 
     _cwd_target = staticmethod(core.proc_link)
     _fd_target = staticmethod(core.proc_link)
-
-
-def _clone_flags(tid):
-    """The flags of the clone or clone3 call thread tid is stopped in (at its
-    fork event), 0 for fork and vfork, or if they cannot be read."""
-    try:
-        regs = core.user_regs(tid)
-        if regs[core.REG_CS] == core.I386_CS:
-            nr, arg, clone = regs[core.REG_ORIG_RAX] & 0xFFFFFFFF, regs[core.REG_RBX] & 0xFFFFFFFF, _NR_CLONE["i386"]
-        else:
-            nr, arg, clone = regs[core.REG_ORIG_RAX] & ~_X32_BIT, regs[core.REG_RDI], _NR_CLONE["x86_64"]
-        if nr == clone:
-            return arg & 0xFFFFFFFF
-        if nr == _NR_CLONE3:
-            return int.from_bytes(core.read_mem(tid, arg, 8), "little")  # clone_args.flags
-    except OSError:
-        pass
-    return 0
-
-
-def elf_interp(real):
-    """The PT_INTERP path of the ELF file real (bytes), or None: not ELF,
-    statically linked, or unreadable."""
-    import struct
-
-    try:
-        with open(longpath.open_regular(real), "rb") as f:
-            ident = f.read(64)
-            if len(ident) < 52 or not ident.startswith(b"\x7fELF") or ident[5] not in (1, 2):
-                return None
-            end = "<" if ident[5] == 1 else ">"
-            if ident[4] == 2:  # 64-bit
-                phoff, = struct.unpack_from(end + "Q", ident, 32)
-                phentsize, phnum = struct.unpack_from(end + "HH", ident, 54)
-                fmt, at = end + "IIQQQQ", (2, 5)  # p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz
-            elif ident[4] == 1:
-                phoff, = struct.unpack_from(end + "I", ident, 28)
-                phentsize, phnum = struct.unpack_from(end + "HH", ident, 42)
-                fmt, at = end + "IIIIII", (1, 4)  # p_type, p_offset, p_vaddr, p_paddr, p_filesz, p_memsz
-            else:
-                return None
-            if phentsize < struct.calcsize(fmt) or phnum > 4096:
-                return None
-            f.seek(phoff)
-            table = f.read(phentsize * phnum)
-            for i in range(len(table) // phentsize):
-                ph = struct.unpack_from(fmt, table, i * phentsize)
-                if ph[0] == PT_INTERP:
-                    if ph[at[1]] > 4096:
-                        return None
-                    f.seek(ph[at[0]])
-                    name = f.read(ph[at[1]]).split(b"\0", 1)[0]
-                    return name or None
-    except (OSError, struct.error):
-        return None
-    return None
-
-
-_ARGV0 = {}  # (real path, mtime, size) -> does that loader take --argv0
-
-
-def _takes_argv0(loader):
-    """Does the dynamic loader at real path loader take --argv0 (glibc
-    2.33, musl 1.2.3)? Its usage text says so."""
-    try:
-        st = os.stat(loader)
-        key = (loader, st.st_mtime_ns, st.st_size)
-        if key not in _ARGV0:
-            with open(longpath.open_regular(loader), "rb") as f:
-                _ARGV0[key] = b"--argv0" in f.read(8 << 20)
-        return _ARGV0[key]
-    except OSError:
-        return False
 
 
 def _within_fd_access(call, tid, fd):

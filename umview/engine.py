@@ -163,9 +163,9 @@ class Engine:
     epoch = 0
     #: one per engine stack (a key, e.g. "cwd"): the engine a nested view has
     #: of its own replaces its outer views' one of the same key for the
-    #: nested view's processes (umview.views); it may define
-    #: ``adopt(older, tids)`` to take over what the one it replaces knew of
-    #: the threads that join the nested view
+    #: nested view's processes (umview.views); what it needs to know of a
+    #: process is in the process's record (umview.procs), which every view
+    #: shares
     per_view = None
     #: the ABIs whose calls this engine can serve. A call of another ABI that
     #: it claims is refused with ENOSYS, never let through: an engine that
@@ -179,8 +179,10 @@ class Engine:
     def exit(self, call):
         pass
 
-    # Process events, for engines that keep per-process state. They are
-    # delivered only to engines that override them (the others cost nothing).
+    # Process events, for engines that act on them (per-process state is
+    # in the records of umview.procs, which the monitor keeps before these
+    # run). They are delivered only to engines that override them (the
+    # others cost nothing).
     def on_fork(self, parent_tid, child_tid, thread):
         """A new process (thread=False) or thread was created; it has not run yet."""
 
@@ -302,6 +304,10 @@ class Call:
         self.sp = sp
         self.retval = None
         self.execed = False
+        #: an open's (path the process named, its absolute view path): if an
+        #: engine rewrites the path, the monitor names the fd by the view
+        #: path in the process's record at the call's exit (procs.opened)
+        self.fd_path = None
         #: the name of the engine that skipped the call (virtualized it), or None
         self.skipped_by = None
         #: what umview knows of this call on this ABI (umview.syscalls.Spec):

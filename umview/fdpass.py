@@ -37,6 +37,7 @@ import socket
 import struct
 
 from umview import core
+from umview.procs import PROCESSES
 from umview.engine import Skip
 
 AF_UNIX = 1
@@ -93,11 +94,9 @@ def take_fd(pid, fd):
 
 
 def tgid_of(tid):
-    """The process (thread-group) id of a thread."""
-    tgid = core.proc_status(tid, "Tgid").get("Tgid")
-    if not tgid:
-        raise OSError(errno.ESRCH, "no such thread")
-    return int(tgid[0])
+    """The process (thread-group) id of a thread (its record: umview.procs);
+    OSError if it is gone."""
+    return PROCESSES.tgid(tid)
 
 
 def proc_pid(who, tid, tgid=tgid_of):

@@ -11,7 +11,7 @@ import itertools
 import os
 import sys
 
-from umview import control, core
+from umview import control, core, procs
 from umview.core import ffi, lib
 from umview.engine import CONTINUE, CONTINUE_AFTER, Call, Engine, Skip
 from umview.ptrace import InnerTracing
@@ -67,8 +67,9 @@ class Dispatcher(ClaimCompiler):
         self.root = View(0)
         #: the open views, the root first; a view comes after its parent
         self.views = [self.root]
-        #: the view of each thread of a nested view (the others are the root's)
-        self.member = {}
+        #: the records of the processes (umview.procs): a thread's view is
+        #: its record's (None: the root)
+        self.procs = procs.PROCESSES
         self._epochs = itertools.count(1)  # one counter for every registration
         self._view_ids = itertools.count(1)
         #: called with a nested view whose last process is gone (the Monitor closes it)
@@ -121,7 +122,8 @@ class Dispatcher(ClaimCompiler):
 
     # --- views ---
     def view_of(self, tid):
-        return self.member.get(tid, self.root)
+        t = self.procs.threads.get(tid)
+        return (t.view if t is not None else None) or self.root
 
     def new_view(self, parent):
         """A nested view in parent, with no engine and no process yet."""
@@ -134,12 +136,13 @@ class Dispatcher(ClaimCompiler):
         """Move threads into view (a nested view's requester, an attached process)."""
         left = set()
         for t in tids:
-            old = self.member.pop(t, None)
+            rec = self.procs.record(t)
+            old, rec.view = rec.view, None
             if old is not None:
                 old.tids.discard(t)
                 left.add(old)
             if view is not self.root:
-                self.member[t] = view
+                rec.view = view
                 view.tids.add(t)
         for old in left:
             self._close_if_empty(old)
@@ -147,7 +150,9 @@ class Dispatcher(ClaimCompiler):
     def drop_view(self, view):
         """Forget a nested view (its engines, its threads)."""
         for t in view.tids:
-            self.member.pop(t, None)
+            rec = self.procs.known(t)
+            if rec is not None and rec.view is view:
+                rec.view = None
         view.tids.clear()
         view.own.clear()
         self.views.remove(view)
@@ -164,23 +169,22 @@ class Dispatcher(ClaimCompiler):
                 self.drop_view(view)
             view = parent
 
-    # --- process events (the Monitor's hooks: each goes to the engines of
-    # the thread's view; a child joins its parent's view) ---
+    # --- process events (the Monitor's hooks, after the records have the
+    # event: each goes to the engines of the thread's view; a child is in
+    # its parent's view, umview.procs) ---
     def on_fork(self, parent_tid, child_tid, thread):
-        view = self.member.get(parent_tid)
-        if view is not None:
-            self.member[child_tid] = view
+        view = self.view_of(child_tid)
+        if view is not self.root:
             view.tids.add(child_tid)
-        for e in (view or self.root).hooks("on_fork"):
+        for e in view.hooks("on_fork"):
             _run_hook(e.on_fork, parent_tid, child_tid, thread)
 
     def on_exec(self, tid, former_tid):
-        if former_tid != tid:
+        view = self.view_of(tid)
+        if former_tid != tid and view is not self.root:
             # a non-leader thread execed: it now has the leader's tid
-            view = self.member.pop(former_tid, None)
-            if view is not None:
-                view.tids.discard(former_tid)
-        for e in self.view_of(tid).hooks("on_exec"):
+            view.tids.discard(former_tid)
+        for e in view.hooks("on_exec"):
             _run_hook(e.on_exec, tid, former_tid)
 
     def on_exit(self, tid):
@@ -192,7 +196,7 @@ class Dispatcher(ClaimCompiler):
         for e in view.hooks("on_exit_status"):
             _run_hook(e.on_exit_status, tid, status)
         if view is not self.root:
-            del self.member[tid]
+            self.procs.known(tid).view = None
             view.tids.discard(tid)
             self._close_if_empty(view)
 
@@ -203,7 +207,7 @@ class Dispatcher(ClaimCompiler):
         see return ends the walk with UM_REPLY_REDIRECT: the C core takes it
         again at a ptrace stop, and the walk is made anew there."""
         exits = []
-        view = self.member.get(call.tid, self.root)
+        view = self.view_of(call.tid)
         if len(self.views) > 1 and self.table is not None and call.name in self.refused(view):
             call.retval = -errno.ENOSYS
             return lib.UM_REPLY_SKIP, call.retval, []
@@ -323,6 +327,8 @@ class Monitor:
         # no engine, no syscall tables (their import is most of umview's
         # start-up): the control call alone is mapped (run)
         self.table = _syscall_table() if engines else None
+        procs.PROCESSES.clear()  # a new monitor's (one per Python process)
+        self._records = False  # are forks kept in the records (_update_hooks)
         self.dispatcher = Dispatcher(self.table)
         self.dispatcher.root.monitor = self
         self.dispatcher.on_empty = self.close_view
@@ -481,15 +487,20 @@ class Monitor:
         self._on_exec = route("on_exec")
         self._on_exit = route("on_exit")
         self._on_exit_status = route("on_exit_status")
-        # the control engine alone needs no process events; the ptrace
-        # emulation needs its tracers' exits once it has tracees (its
-        # tracees' events come whatever the mask)
-        wanted = lib.UM_WANT_EXEC | lib.UM_WANT_EXIT if nested or any(
-            e is not self.control and e is not self.inner for e in engines) else 0
-        if self.inner.active:
-            wanted |= lib.UM_WANT_EXIT
-        if self._on_fork:
-            wanted |= lib.UM_WANT_FORK
+        # the control engine alone needs no process events: no records are
+        # kept. Any other engine may read them (umview.procs): every fork,
+        # exec and exit keeps them. The ptrace emulation alone needs its
+        # tracers' exits and execs once it has tracees (its tracees' events
+        # come whatever the mask): the records it reads are made from /proc,
+        # and forgotten at those events.
+        if nested or any(e is not self.control and e is not self.inner for e in engines):
+            wanted = lib.UM_WANT_FORK | lib.UM_WANT_EXEC | lib.UM_WANT_EXIT
+        else:
+            wanted = lib.UM_WANT_EXEC | lib.UM_WANT_EXIT if self.inner.active else 0
+        self._records = bool(wanted & lib.UM_WANT_FORK)
+        d.procs.following = bool(wanted)
+        if not wanted:
+            d.procs.threads.clear()
         lib.um_set_event_mask(wanted)
 
     def run(self, argv):
@@ -600,6 +611,9 @@ class Monitor:
                 if not exits:
                     ev.reply = reply = lib.UM_REPLY_SKIP
                     rval = result
+                    if call.fd_path is not None:
+                        call.retval = result
+                        self.dispatcher.procs.opened(call)
                 else:
                     # run already; the engines still see its exit (and its
                     # arguments): a call that does nothing stands for it
@@ -638,6 +652,7 @@ class Monitor:
         ev = ffi.new("struct um_event *")
         ev.kind = lib.UM_EV_DONE
         inner = self.inner
+        procs = self.dispatcher.procs
         while True:
             if self._deferred:
                 self._run_deferred(ev)
@@ -665,6 +680,8 @@ class Monitor:
                 call.retval = ev.rval if pending.result is None else pending.result
                 call.execed = bool(ev.flags & lib.UM_EXIT_AFTER_EXEC)
                 self.dispatcher.exit(call, pending.engines)
+                if call.fd_path is not None:
+                    procs.opened(call)
                 if call.retval != ev.rval:
                     ev.rval = call.retval
                     ev.changed |= lib.UM_CHANGED_RVAL
@@ -677,6 +694,8 @@ class Monitor:
                     self._settled(pending)
             elif kind == lib.UM_EV_FORK:
                 thread = bool(ev.flags & lib.UM_FORK_THREAD)
+                if self._records:
+                    procs.forked(ev.tid, ev.msg, thread)
                 for e in self._on_fork:
                     _run_hook(e.on_fork, ev.tid, ev.msg, thread)
                 if ev.flags & lib.UM_INNER_EVENT and inner.fork_event(ev):
@@ -684,6 +703,7 @@ class Monitor:
             elif kind == lib.UM_EV_EXEC:
                 if ev.msg != ev.tid and ev.msg in self._pending:
                     self._pending[ev.tid] = self._pending.pop(ev.msg)
+                procs.execed(ev.tid, ev.msg)
                 for e in self._on_exec:
                     _run_hook(e.on_exec, ev.tid, ev.msg)
                 if ev.flags & lib.UM_INNER_EVENT and inner.exec_event(ev):
@@ -696,6 +716,7 @@ class Monitor:
                     _run_hook(e.on_exit, ev.tid)
                 for e in self._on_exit_status:
                     _run_hook(e.on_exit_status, ev.tid, ev.status)
+                procs.exited(ev.tid)
                 if inner.active:
                     inner.exit_event(ev.tid, ev.status, ev.msg)
             elif kind == lib.UM_EV_DONE:

@@ -309,12 +309,9 @@ class ServiceControl(Engine):
             inner.anchors = tuple(os.fsencode(os.path.normpath(realize(mounts, os.fsencode(d)))) + b"/"
                                   for d in request.get("anchor", ()) if str(d).startswith("/"))
             monitor.anchor_roots += tuple(a for a in inner.anchors if a not in monitor.anchor_roots)
-            tids = _threads(caller)
-            for new in view.own:
-                old = next((e for e in self.view.engines if new.per_view and e.per_view == new.per_view), None)
-                if old is not None and hasattr(new, "adopt"):
-                    new.adopt(old, tids)
-            monitor.dispatcher.join(view, tids)
+            # what the outer views knew of the caller (its cwd, root, fds)
+            # is in its process's record (umview.procs): it goes along
+            monitor.dispatcher.join(view, _threads(caller))
         except BaseException:
             monitor.close_view(view)
             raise

@@ -49,6 +49,7 @@ import struct
 
 from umview import core, fdpass
 from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip
+from umview.procs import PROCESSES
 from umview.service import Module
 from umview.syscalls import calls, table
 
@@ -113,26 +114,19 @@ class FakerootEngine(Engine):
 
     def __init__(self, module):
         self.module = module
-        self.creds = {}  # tid -> Creds, for threads whose ids are not the view's first ones
         self.first = C.Creds.of(module.uid, module.gid)
 
-    # --- threads ---
+    # --- threads: their credentials are in their records (umview.procs),
+    # per thread and inherited at clone as the kernel's; each names the
+    # fakeroot engine that set them (a nested view's own fakeroot starts
+    # from its first ids) ---
     def of(self, tid):
-        return self.creds.get(tid, self.first)
+        t = PROCESSES.threads.get(tid)
+        c = t.creds if t is not None else None
+        return c[1] if c is not None and c[0] is self else self.first
 
-    def on_fork(self, parent_tid, child_tid, thread):
-        c = self.creds.get(parent_tid)
-        if c is not None:
-            self.creds[child_tid] = c
-
-    def on_exec(self, tid, former_tid):
-        if former_tid != tid:
-            c = self.creds.pop(former_tid, None)
-            if c is not None:
-                self.creds[tid] = c
-
-    def on_exit(self, tid):
-        self.creds.pop(tid, None)
+    def _set(self, tid, creds):
+        PROCESSES.record(tid).creds = (self, creds)
 
     # --- the pipeline ---
     def wants(self, call):
@@ -217,18 +211,19 @@ class FakerootEngine(Engine):
                 call.write_mem(call.arg(f"{which}{k}idp"), struct.pack(code, out(v)))
             return Skip(0)
         if base == "set" + kind:  # setuid, setgid
-            self.creds[tid] = C.set_id(c, kind, arg(kind))
+            self._set(tid, C.set_id(c, kind, arg(kind)))
         elif base.startswith("setres"):
-            self.creds[tid] = C.set_res(c, kind, arg(f"r{kind}"), arg(f"e{kind}"), arg(f"s{kind}"))
+            self._set(tid, C.set_res(c, kind, arg(f"r{kind}"), arg(f"e{kind}"), arg(f"s{kind}")))
         elif base.startswith("setre"):
-            self.creds[tid] = C.set_re(c, kind, arg(f"r{kind}"), arg(f"e{kind}"))
+            self._set(tid, C.set_re(c, kind, arg(f"r{kind}"), arg(f"e{kind}")))
         elif base.startswith("setfs"):
-            self.creds[tid], former = C.set_fs(c, kind, arg(kind))
+            creds, former = C.set_fs(c, kind, arg(kind))
+            self._set(tid, creds)
             return Skip(out(former))
         elif base == "getgroups":
             return self._getgroups(call, c, narrow, out)
         elif base == "setgroups":
-            self.creds[tid] = C.set_groups(c, self._read_groups(call, narrow))
+            self._set(tid, C.set_groups(c, self._read_groups(call, narrow)))
         return Skip(0)
 
     @staticmethod

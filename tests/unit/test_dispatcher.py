@@ -10,6 +10,19 @@ from umview.syscalls import spec
 from umview.ctables import SyscallTable
 
 
+@pytest.fixture(autouse=True)
+def records():
+    """The process records (umview.procs) of the made-up threads 100 and 1,
+    which the tests' views join; none left after."""
+    from umview.procs import PROCESSES
+
+    PROCESSES.clear()
+    PROCESSES.add(100)
+    PROCESSES.add(1)
+    yield PROCESSES
+    PROCESSES.clear()
+
+
 class Recorder(Engine):
     def __init__(self, name, log, action=CONTINUE, names=("getpid",)):
         self.name = name
@@ -248,22 +261,29 @@ class ForkWatcher(Engine):
 
 
 def test_children_inherit_the_view_and_events_reach_its_stack_only(table):
+    """The monitor's order: the records have each event first (a child is
+    in its parent's view), then the engines of the thread's view."""
     log, closed = [], []
     d = Dispatcher(table)
+    procs = d.procs
     d.add(ForkWatcher("outer", log))
     inner = d.new_view(d.root)
     d.add(ForkWatcher("inner", log), inner)
     d.on_empty = lambda v: (closed.append(v.id), d.drop_view(v))
     d.join(inner, [100])
-    d.on_fork(100, 101, False)
-    d.on_fork(1, 2, False)  # an outer process
+    for parent, child in ((100, 101), (1, 2)):  # 1: an outer process
+        procs.forked(parent, child, False, flags=0)
+        d.on_fork(parent, child, False)
     assert d.view_of(101) is inner and d.view_of(2) is d.root
     assert log == [("outer", 100, 101), ("inner", 100, 101), ("outer", 1, 2)]
     d.on_exit_status(100, 0)
+    procs.exited(100)
     assert closed == [] and inner.tids == {101}
     d.on_exit(101)
     d.on_exit_status(101, 0)
-    assert closed == [inner.id] and d.views == [d.root] and d.member == {}
+    procs.exited(101)
+    assert closed == [inner.id] and d.views == [d.root]
+    assert set(procs.threads) == {1, 2} and all(t.view is None for t in procs.threads.values())
     assert [e.name for e in d.engines] == ["outer"]
 
 

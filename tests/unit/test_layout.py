@@ -9,6 +9,7 @@ PACKAGES = {"umview": "umview", "umview.arch": "arch", "umview.syscalls": "sysca
             "umview.modules": "modules"}
 # mechanisms that know nothing of the syscall table, modules or the monitor
 PRIMITIVES = {"umview", "umview.core", "umview.engine", "umview.pathwalk", "umview.fdpass", "umview.openflags",
+              "umview.procs",
               "umview.control"}
 # the one place that wires modules in, and the front ends that call it: the
 # command line, the pytest plugin that runs it, and the man pages and

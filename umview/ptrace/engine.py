@@ -57,20 +57,15 @@ class InnerTracing(ProcView, Requests, Events, Waits, Engine):
         self.waiters = {}   # tracer tid -> (number, name, args) of the wait it blocks in (maybe as pause),
                             # or None: interrupted to make a wait it may be in start again (_kick_waits)
         self.active = False
-        self._tgids = {}    # tid -> tgid, while the thread lives (exit_event forgets it)
         self._sigchld = {}  # tracer tgid -> (when asked, does it see SIGCHLD)
         self._levels = {}   # tracer tgid -> the depth of its pid namespace below the monitor's
         self._held = {}     # tid -> Tracee: held at its exit stop, its exit its tracer's (_exiting)
         # the files other engines show (fakeroot's status) show this too
         fdpass.proc_editor = self._proc_edit
 
-    def tgid_of(self, tid):
-        tgid = self._tgids.get(tid)
-        if tgid is None:
-            tgid = _tgid(tid)
-            if tgid is not None:
-                self._tgids[tid] = tgid
-        return tgid
+    @staticmethod
+    def tgid_of(tid):
+        return _tgid(tid)
 
     # --- the claims ---
     def wants(self, call):

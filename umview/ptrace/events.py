@@ -119,8 +119,6 @@ class Events:
             lib.um_interrupt(ev.msg)  # its first stop is past: a stop to stand for it
 
     def exec_event(self, ev):
-        if ev.msg != ev.tid:
-            self._tgids.pop(ev.msg, None)  # that tid is gone
         t = self.tracees.get(ev.msg)
         if t is None:
             return False
@@ -152,7 +150,6 @@ class Events:
         """A thread of the view is gone: a tracee's exit goes to its tracer;
         a tracer's tracees are detached (or killed: PTRACE_O_EXITKILL)."""
         _dbg("exit", tid, hex(status))
-        self._tgids.pop(tid, None)
         self._sigchld.pop(tid, None)
         self._levels.pop(tid, None)
         self.waiters.pop(tid, None)

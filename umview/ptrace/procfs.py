@@ -6,6 +6,7 @@ import os
 import re
 
 from umview import core
+from umview.procs import PROCESSES
 
 
 # a copy _proc_file hands over is a memfd named for the file it stands for:
@@ -33,10 +34,8 @@ def _copy_of(link):
 
 
 def _tgid(tid):
-    try:
-        return int(core.proc_status(tid, "Tgid")["Tgid"][0])
-    except (OSError, KeyError, ValueError):
-        return None
+    """Thread tid's process id (its record: umview.procs), None if it is gone."""
+    return PROCESSES.tgid_or_none(tid)
 
 
 def _stat_fields(tid):
