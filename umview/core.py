@@ -154,7 +154,7 @@ def tracees(exclude=None):
 
 def proc_status(tid, *keys):
     """Fields of /proc/TID/status: {key: its words} for each key asked
-    ("Tgid", "Uid", ...), read up to the last of them; a key the file lacks
+    ("Uid", "State", ...), read up to the last of them; a key the file lacks
     is missing from the answer. OSError if the thread is gone."""
     want, out = set(keys), {}
     with open(f"/proc/{tid}/status", "rb") as f:

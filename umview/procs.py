@@ -24,10 +24,12 @@ per-process dictionaries of their own.
 A thread the monitor heard of no fork for (it was there before the records
 were kept, or a view asked for no process events) is found by its
 /proc/TID/status; such a record is kept only while the monitor follows exits
-(``following``), so a reused tid never finds a stale one.
+(``following``), and only for the monitor's own tracees, so a reused tid
+never finds a stale one.
 """
 import errno
 import functools
+import os
 
 from umview import core
 
@@ -127,9 +129,12 @@ class Processes:
             return t
         return self._made(tid, self.following)
 
-    def _made(self, tid, keep):
-        """A record of tid from /proc/TID/status (kept if keep)."""
-        tgid = _status_tgid(tid)
+    def _made(self, tid, keep, force=False):
+        """A record of tid from /proc/TID/status, kept if keep and the thread
+        is the monitor's tracee (its exit will be reported: the record of
+        another process's thread would outlive it), or if force."""
+        tgid, tracer = _status_tgid(tid)
+        keep = force or keep and tracer == os.getpid()
         p = self.groups.get(tgid)
         if p is None:
             p = Process(tgid, threads=set())
@@ -157,7 +162,7 @@ class Processes:
         """The Thread of tid, kept whether or not exits are followed (a thread
         joining a nested view: the views follow every exit)."""
         t = self.threads.get(tid)
-        return t if t is not None else self._made(tid, True)
+        return t if t is not None else self._made(tid, True, force=True)
 
     def process(self, tid):
         return self.thread(tid).process
@@ -235,7 +240,7 @@ class Processes:
         real = core.proc_link(call.tid, call.retval)
         if real is None:
             return
-        fds = self.process(call.tid).fds
+        fds = self.record(call.tid).process.fds
         if len(fds) < MAX_FD_PATHS:
             fds[call.retval] = (virtual, real)
 
@@ -254,10 +259,11 @@ class Processes:
 
 
 def _status_tgid(tid):
-    tgid = core.proc_status(tid, "Tgid").get("Tgid")
-    if not tgid:
+    """(tgid, tracer pid) of thread tid; OSError ESRCH if it is gone."""
+    fields = core.proc_status(tid, "Tgid", "TracerPid")
+    if not fields.get("Tgid") or not fields.get("TracerPid"):
         raise OSError(errno.ESRCH, "no such thread")
-    return int(tgid[0])
+    return int(fields["Tgid"][0]), int(fields["TracerPid"][0])
 
 
 @functools.lru_cache(maxsize=None)
