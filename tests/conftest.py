@@ -288,3 +288,30 @@ def built_programs(prefix, sources):
         yield exes
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def dev_fuse_for_all():
+    """/dev/fuse open to every user while the block runs (the FUSE servers a
+    normal user's view runs open it as that user; it is 0600 on some
+    machines), its mode restored after; skips the test without it."""
+    try:
+        mode = os.stat("/dev/fuse").st_mode & 0o7777
+    except OSError:
+        pytest.skip("no /dev/fuse")
+    changed = os.geteuid() == 0 and mode & 0o006 != 0o006
+    if changed:
+        os.chmod("/dev/fuse", mode | 0o006)
+    try:
+        yield
+    finally:
+        if changed:
+            os.chmod("/dev/fuse", mode)
+
+
+@pytest.fixture(scope="module")
+def dev_fuse_for_nobody():
+    """/dev/fuse open to every user for a module's tests (dev_fuse_for_all):
+    the FUSE servers a normal user's view runs open it as that user."""
+    with dev_fuse_for_all():
+        yield

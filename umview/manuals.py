@@ -9,9 +9,11 @@ import os
 def parsers():
     """{command: a function that makes its parser}, for every command."""
     from umview import cli, commands
+    from umview.modules.fs import imagecmd
     from umview.modules.viewfs import layercmd
 
-    return {"umview": cli.build_parser, "umview-layer": layercmd.build_parser, **commands.PARSERS}
+    return {"umview": cli.build_parser, "umview-layer": layercmd.build_parser,
+            "umview-image": imagecmd.build_parser, **commands.PARSERS}
 
 
 SEE_ALSO = ("umview", "umview-layer", "vumount", "um_add_service", "um_ls_service")

@@ -41,6 +41,7 @@ from umview.engine import CONTINUE, Engine, Skip
 from umview.service import Module, RedirectMount
 from umview.syscalls import calls
 
+from . import partitions
 from .helper import HelperError, MountHelper
 
 log = logging.getLogger("umview")
@@ -69,10 +70,12 @@ ALIASES = {"umfuseext2": "ext2", "umfusefat": "vfat", "umfuseiso9660": "iso9660"
 KERNEL_TYPES = ("tmpfs",)
 
 
-def detect_type(path):
-    """The filesystem type of an image or archive from its first bytes, or None."""
+def detect_type(path, offset=0):
+    """The filesystem type of an image or archive from its first bytes (at
+    offset: a partition's), or None."""
     try:
         with open(longpath.open_regular(path, devices=True), "rb") as f:
+            f.seek(offset)
             head = f.read(36 * 1024)
     except OSError:
         return None
@@ -208,6 +211,9 @@ class FsMount(RedirectMount):
         #: never wait on this filesystem (the server may be waiting on the
         #: monitor), so symlinks in it are left to the kernel
         self.opaque = traced_server
+        #: mounts of the helper's under this one on ns_target (the server of
+        #: a partition's bytes: partitions.py), unmounted after it
+        self.stacked = 0
         super().__init__(target, self._real, name=f"fs {target.decode(errors='replace')} ({fstype})")
         # relative lookups from a cwd or dirfd already in the mount run in the kernel
         self.prefixes, self.kernel_prefixes = (), (self.target,)
@@ -453,6 +459,7 @@ class Fs(Module):
         readonly = bool(flags & MS_RDONLY) or "ro" in options
         fd_opt = next((o for o in options if o.startswith("fd=")), None)
         traced = False
+        part = None  # (offset, size, what): the bytes of source it mounts (partitions.py)
         helper = self._helper()
         ns_target = self._ns(real_target)
         if fstype in KERNEL_TYPES:
@@ -482,6 +489,11 @@ class Fs(Module):
         else:
             if source.startswith(b"/"):
                 self._not_on_opaque(source)  # the server run by the helper reads it
+                try:
+                    part = partitions.region(self.realize(source), options)
+                except OSError as exc:
+                    raise HelperError(exc.errno, exc.strerror) from None
+            options = [o for o in options if o.split("=", 1)[0] not in partitions.OPTIONS]
             if fstype.startswith("fuse."):
                 server = fstype[5:]
             elif fstype in ("fuse", "fuseblk"):
@@ -492,7 +504,8 @@ class Fs(Module):
                 if fstype in (None, "auto"):
                     if source.startswith(b"/"):
                         _lookup(self.realize(source), os.fsdecode(source))
-                    fstype = detect_type(self.realize(source)) if source.startswith(b"/") else None
+                    fstype = detect_type(self.realize(source), part[0] if part else 0) \
+                        if source.startswith(b"/") else None
                     if fstype is None and source.startswith(b"/"):
                         _readable(self.realize(source), os.fsdecode(source))
                     if fstype is None:
@@ -517,8 +530,22 @@ class Fs(Module):
                     # Please run e2fsck")
                     log.warning("fs: %s is write-protected, mounted read-only", os.fsdecode(source))
                     readonly = True
-            helper.run_server(server_argv(server, os.fsdecode(src), os.fsdecode(ns_target), options, readonly),
-                              ns_target)
+                if part is not None:
+                    # the partition's bytes as a file of their own on the
+                    # mount point; the server opens it there, then mounts over it
+                    try:
+                        argv = partitions.server_argv(src, part[0], part[1], ns_target, readonly)
+                    except OSError as exc:
+                        raise HelperError(exc.errno, exc.strerror) from None
+                    helper.run_server(argv, ns_target)
+                    src = ns_target.rstrip(b"/") + b"/" + partitions.FILE.encode()
+            try:
+                helper.run_server(server_argv(server, os.fsdecode(src), os.fsdecode(ns_target), options, readonly),
+                                  ns_target)
+            except OSError:
+                if part is not None:
+                    helper.umount(ns_target)
+                raise
             if readonly:
                 # read-only for the kernel too (fuse2fs keeps -o ro to itself):
                 # access(W_OK) and writes answer EROFS, as on a kernel mount;
@@ -529,6 +556,7 @@ class Fs(Module):
                     helper.umount(ns_target)
                     raise
         m = FsMount(self, target, ns_target, fstype, source, traced_server=traced)
+        m.stacked = int(part is not None)
         self.mounts.append(m)
         if self.view is not None:
             self.view.add_engine(m)
@@ -548,8 +576,18 @@ class Fs(Module):
         if m is None:
             return CONTINUE
         self.helper.umount(m.ns_target, flags & (MNT_FORCE | MNT_DETACH))
+        self._unstack(m, flags & (MNT_FORCE | MNT_DETACH))
         self._forget(m)
         return Skip(0)
+
+    def _unstack(self, m, flags):
+        """Unmount what lies under m's mount (its partition's server), now
+        that m's server is gone."""
+        for _ in range(m.stacked):
+            try:
+                self.helper.umount(m.ns_target, flags)
+            except OSError as exc:
+                log.warning("fs: unmounting the partition under %s: %s", os.fsdecode(m.target), exc.strerror)
 
     def _forget(self, m):
         self.mounts.remove(m)

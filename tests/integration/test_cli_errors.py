@@ -10,7 +10,7 @@ import pytest
 from conftest import NOBODY, need_user, run, umview_argv, umview_for
 
 BIN = os.path.dirname(sys.executable)
-COMMANDS = ["umview", "umview-layer", "vumount", "vuumount", "um_add_service", "um_del_service", "um_ls_service",
+COMMANDS = ["umview", "umview-layer", "umview-image", "vumount", "vuumount", "um_add_service", "um_del_service", "um_ls_service",
             "um_fsalias", "um_attach", "viewname", "vuname"]
 
 

@@ -202,7 +202,7 @@ class Place:
     def make(self):
         dg, home = self.dg, self.home
         for d in (dg, home, f"{dg}/mnt", f"{dg}/proj", f"{dg}/srv/app", f"{home}/project", f"{dg}/tests",
-                  f"{self.top}/dg-mc-real", f"{self.top}/img/docs", f"{self.top}/rootfs/etc", f"{self.top}/src",
+                  f"{self.top}/dg-mc-real", f"{self.top}/img/docs", f"{self.top}/boot", f"{self.top}/rootfs/etc", f"{self.top}/src",
                   f"{self.top}/pkg/DEBIAN", f"{self.top}/pkg/usr/share/doc-hello"):
             os.makedirs(d, exist_ok=True)
         write(f"{dg}/Makefile", MAKEFILE)
@@ -216,6 +216,16 @@ class Place:
         os.symlink(os.path.join(ROOT, "examples"), f"{dg}/examples")
         write(f"{self.top}/img/hello.txt", "hello from the image\n")
         run_ok(["mkfs.ext4", "-q", "-F", "-d", f"{self.top}/img", f"{dg}/disk.img", "16M"])
+        # a disk image with a GPT: a boot partition, and one with the same files as disk.img
+        write(f"{self.top}/boot/boot.txt", "boot\n")
+        with open(f"{dg}/board.img", "wb") as f:
+            f.truncate(32 << 20)
+        subprocess.run(["sfdisk", "-q", f"{dg}/board.img"], check=True, capture_output=True,
+                       input=b'label: gpt\nstart=1MiB, size=8MiB, type=uefi, name="boot"\n'
+                             b'start=9MiB, size=20MiB, type=linux, name="root"\n')
+        for tree, offset, size in (("boot", 1 << 20, "8192k"), ("img", 9 << 20, "20480k")):
+            run_ok(["mkfs.ext4", "-q", "-F", "-d", f"{self.top}/{tree}", "-E", f"offset={offset}", f"{dg}/board.img",
+                    size])
         run_ok(["mksquashfs", f"{self.top}/img", f"{dg}/root.sqfs", "-quiet", "-noappend"])
         run_ok(["genisoimage", "-quiet", "-o", f"{dg}/cd.iso", f"{self.top}/img"])
         write(f"{self.top}/src/Makefile", "all:\n\t@echo built from the archive\n")

@@ -15,7 +15,6 @@ import pwd
 import select
 import shlex
 import shutil
-import stat
 import subprocess
 import tempfile
 import time
@@ -23,6 +22,9 @@ import time
 import pytest
 
 from conftest import NOBODY, as_user, entry_for, marked_processes, need, need_user, run, umview_for
+
+# the servers a view of nobody runs open /dev/fuse as nobody
+pytestmark = pytest.mark.usefixtures("dev_fuse_for_nobody")
 
 USERS = ["root", "nobody"]
 KINDS = ["ext4", "squashfs", "iso9660", "zip", "tar.gz"]
@@ -255,22 +257,6 @@ def world():
         yield w
     finally:
         shutil.rmtree(base, ignore_errors=True)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def dev_fuse_for_nobody():
-    """The FUSE servers the helper runs open /dev/fuse as the view's user: let
-    nobody open it while these tests run; the mode is restored after."""
-    try:
-        mode = stat.S_IMODE(os.stat("/dev/fuse").st_mode)
-    except OSError:
-        pytest.skip("no /dev/fuse")
-    changed = os.geteuid() == 0 and mode & 0o006 != 0o006
-    if changed:
-        os.chmod("/dev/fuse", mode | 0o006)
-    yield
-    if changed:
-        os.chmod("/dev/fuse", mode)
 
 
 def private_ns(user):
