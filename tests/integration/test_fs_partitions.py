@@ -208,3 +208,37 @@ def test_umview_image_lists_the_partitions_and_what_a_view_mounts(disks):
     r = run(as_user("root", entry_for("root", "umview.modules.fs.imagecmd:main", "ls", os.path.join(d, "nope"))),
             timeout=60)
     assert r.returncode == 1 and b"No such file or directory" in r.stderr
+
+
+def test_a_fat_boot_partition_of_an_mbr_image_is_read_and_written_by_fusefat(disks):
+    """A board image's FAT partition, chosen by type: fusefat serves the
+    partition's bytes, a file written in the view is in them and fsck.fat
+    finds the file system clean. (As root: a normal user's helper cannot
+    write a file whose owner it does not map, issue 32, item 4.)"""
+    need("mkfs.vfat", "fsck.vfat", "mcopy", "mtype", "fusefat")
+    base, trees = disks
+    d = tempfile.mkdtemp(prefix="disk-fat-", dir=base)
+    img, mnt = os.path.join(d, "board.img"), os.path.join(d, "mnt")
+    os.makedirs(mnt)
+    with open(img, "wb") as f:
+        f.truncate(32 * MiB)
+    subprocess.run(["sfdisk", "-q", img], input=b"label: dos\nstart=1MiB, size=12MiB, type=c\nstart=13MiB, type=83\n",
+                   check=True, capture_output=True)
+    offset, size = _sectors(img)[1]
+    subprocess.run(["mkfs.vfat", "-n", "BOOT", "--offset", str(offset // 512), img, str(size // 1024)], check=True,
+                   capture_output=True)
+    cfg = os.path.join(d, "config.txt")
+    with open(cfg, "w") as f:
+        f.write("arm_64bit=1\n")
+    subprocess.run(["mcopy", "-i", f"{img}@@{offset}", cfg, "::config.txt"], check=True, capture_output=True)
+    before = _outside(img, offset, size)
+    r = run(umview_for("root", "-p", f"fs,mount={img}:{mnt},parttype=fat", "--", "sh", "-c",
+                       f"cat {mnt}/config.txt && echo from the view > {mnt}/cmdline.txt"), timeout=120)
+    assert (r.returncode, r.stdout) == (0, b"arm_64bit=1\n"), r.stderr
+    assert _outside(img, offset, size) == before
+    copy = _partition_copy(img, offset, size, os.path.join(d, "p1.fat"))
+    fsck = run(["fsck.vfat", "-n", copy], timeout=60)
+    assert fsck.returncode == 0, fsck.stdout
+    # (mtools' own check of the FAT's first bytes refuses what fusefat writes there; fsck.fat does not)
+    shown = run(["mtype", "-i", copy, "::cmdline.txt"], env=dict(os.environ, MTOOLS_SKIP_CHECK="1"), timeout=60)
+    assert shown.stdout == b"from the view\n", shown.stderr
