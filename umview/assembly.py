@@ -24,6 +24,7 @@ BUILTIN = {
     "uname": "umview.modules.uname:Uname",
     "time": "umview.modules.clock:TimeModule",
     "fakeroot": "umview.modules.fakeroot:Fakeroot",
+    "qemu": "umview.modules.qemu:Qemu",
 }
 
 

@@ -129,6 +129,11 @@ def build_parser():
                    help="DIR is / for COMMAND (a distribution's root tree, e.g. made by debootstrap), "
                    "any user; the host's paths of --host-paths stay the host's. Writes there go to DIR "
                    "(with --sandbox: to the sandbox's layer, DIR stays as it is)")
+    p.add_argument("--qemu", nargs="?", const="", metavar="DIR",
+                   help="programs of other machines (arm64, armhf, riscv64, ppc64el, s390x, ...) run through "
+                   "qemu-user, as binfmt_misc would run them: qemu-ARCH-static or qemu-ARCH from DIR or PATH "
+                   "(apt-get install qemu-user-static). With -r, a tree of another machine runs. Short for "
+                   "-p qemu[,dir=DIR]")
     p.add_argument("--host-paths", metavar="P1:P2", default=None,
                    help="with -r: the host paths that stay the host's (default: " + ":".join(ROOTFS_HOST_PATHS)
                    + ":$HOME); '' for none")
@@ -685,6 +690,9 @@ def main(argv=None):
             rootfs_specs(args)  # its errors now, before anything runs
         except ValueError as exc:
             parser.error(str(exc))
+    if args.qemu is not None:
+        # its engine is the oldest of the view whatever the order (ForeignExec.newest)
+        args.module.append("qemu" + (f",dir={os.path.abspath(args.qemu)}" if args.qemu else ""))
     if args.root or args.uid is not None or args.gid is not None:
         # the newest module: it sees the calls as the process made them and
         # the results (stat) as every other module left them

@@ -50,7 +50,8 @@ from umview.cwdexec import EXECS, ExecInView
 from umview.engine import CONTINUE, CONTINUE_AFTER, Engine, Skip, _normalize, under_any
 from umview.pathwalk import dotted, plain_path, walk
 from umview.procs import PROCESSES, Process
-from umview.service import SOCKNAME_SYSCALLS, RedirectMount, ViewLookup, realize, sockname_enter, sockname_exit
+from umview.service import (SOCKNAME_SYSCALLS, RedirectMount, ViewLookup, realize, sockname_enter, sockname_exit,
+                            unrealize)
 from umview.syscalls import PATH_SYSCALLS, calls
 
 AT_FDCWD = core.AT_FDCWD
@@ -170,12 +171,7 @@ class CwdTracker(ExecInView, Engine):
 
     def _from_real(self, real):
         """The virtual path of a real directory that a mount shows, or None."""
-        for m in reversed(self.mounts):
-            virtual_of = getattr(m, "virtual_of", None)
-            v = virtual_of(real) if virtual_of else None
-            if v is not None:
-                return v
-        return None
+        return unrealize(self.mounts, real)
 
     # --- calls ---
     def wants(self, call):

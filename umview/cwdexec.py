@@ -21,6 +21,7 @@ AT_EMPTY_PATH = 0x1000
 EXECS = {"execve": (0, 1), "execveat": (1, 2)}  # path and argv argument indexes
 BINPRM_BUF_SIZE = 256  # what the kernel reads of a #! line
 PT_INTERP = 3
+HOST_MACHINES = (3, 62)  # EM_386, EM_X86_64: what the kernel runs here
 
 
 class ExecInView:
@@ -95,6 +96,23 @@ class ExecInView:
         return (interp, loader) if crossed or root != b"/" else None
 
     @staticmethod
+    def set_argv(call, aidx, items):
+        """Make the exec's argv (argument aidx) the list items: strings
+        (written below the stack) or pointers of the process's own."""
+        word = 8 if call.abi == "x86_64" else 4
+        ptrs = []
+        for s in items:
+            if isinstance(s, int):
+                ptrs.append(s)
+                continue
+            where = call.alloc(len(s) + 1)
+            call.write_mem(where, s + b"\0")
+            ptrs.append(where)
+        where = call.alloc(word * (len(ptrs) + 1))
+        call.write_mem(where, b"".join(p.to_bytes(word, "little") for p in ptrs + [0]))
+        call.args[aidx] = where
+
+    @staticmethod
     def _argv(call, aidx):
         """The pointers of the exec's argv (a list), None if too many to
         rebuild here."""
@@ -147,18 +165,7 @@ class ExecInView:
             # the name the kernel gives it: the last component of the path
             # the process gave (the script's, for a #! script)
             call.state(self).comm = os.path.basename(named) or str(call.args[0] & 0xFFFFFFFF).encode()
-        word = 8 if call.abi == "x86_64" else 4
-        ptrs = []
-        for s in full:
-            if isinstance(s, int):
-                ptrs.append(s)
-                continue
-            where = call.alloc(len(s) + 1)
-            call.write_mem(where, s + b"\0")
-            ptrs.append(where)
-        where = call.alloc(word * (len(ptrs) + 1))
-        call.write_mem(where, b"".join(p.to_bytes(word, "little") for p in ptrs + [0]))
-        call.args[aidx] = where
+        self.set_argv(call, aidx, full)
         call.set_string(pidx, program)
         if call.name == "execveat":
             call.args[0] = AT_FDCWD & 0xFFFFFFFFFFFFFFFF  # the new path is absolute
@@ -168,7 +175,9 @@ class ExecInView:
 
 def elf_interp(real):
     """The PT_INTERP path of the ELF file real (bytes), or None: not ELF,
-    statically linked, or unreadable."""
+    statically linked, unreadable, or a program of another machine than
+    the host's (the kernel cannot run it, nor its loader: the qemu module
+    runs it through an emulator, which loads it)."""
     import struct
 
     try:
@@ -177,6 +186,8 @@ def elf_interp(real):
             if len(ident) < 52 or not ident.startswith(b"\x7fELF") or ident[5] not in (1, 2):
                 return None
             end = "<" if ident[5] == 1 else ">"
+            if struct.unpack_from(end + "H", ident, 18)[0] not in HOST_MACHINES:
+                return None
             if ident[4] == 2:  # 64-bit
                 phoff, = struct.unpack_from(end + "Q", ident, 32)
                 phentsize, phnum = struct.unpack_from(end + "HH", ident, 54)

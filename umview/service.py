@@ -415,6 +415,17 @@ def realize(mounts, path):
     return _realize(mounts, path, None)[0]
 
 
+def unrealize(mounts, real):
+    """The view's path of a real path that a mount shows (the newest of
+    mounts, oldest first, whose virtual_of answers), or None."""
+    for m in reversed(mounts):
+        virtual_of = getattr(m, "virtual_of", None)
+        v = virtual_of(real) if virtual_of else None
+        if v is not None:
+            return v
+    return None
+
+
 def realized_by(mounts, path):
     """The mounts (of mounts, oldest first) that rewrite path on its way to
     realize()'s answer, newest first."""

@@ -54,6 +54,9 @@ ELSEWHERE = {
     "debootstrap --variant=minbase bookworm ~/debian http://deb.debian.org/debian":
         "tests/integration/test_rootfs.py",
     "umview -r ~/debian -- bash": "tests/integration/test_rootfs.py",
+    # arm64 programs: Debian's arm64 packages, fetched by .ci/run
+    "umview --qemu -- ./busybox-arm64 uname -m": "tests/integration/test_qemu.py",
+    "umview --qemu -r ~/arm64-tree -- /bin/bash": "tests/integration/test_qemu.py",
     # shows the message where user namespaces are off (tests/unit/test_fs.py)
     "vumount -t tmpfs none /tmp/dg/mnt": "tests/unit/test_fs.py (needs user.max_user_namespaces=0)",
 }
