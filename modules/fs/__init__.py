@@ -149,9 +149,17 @@ def _libfuse2(server):
         return False
 
 
-def server_argv(server, source, target, options, readonly):
-    """The command line that runs server in the foreground on target."""
+def server_argv(server, source, target, options, readonly, owner=None):
+    """The command line that runs server in the foreground on target. owner:
+    (uid, gid) of the user whose helper runs it in a user namespace of its
+    own, where the ids an image records (root's) are not mapped."""
     opts = [o for o in options if o not in ("rw", "ro", "defaults")]
+    if owner is not None and not any(o.startswith(("uid=", "gid=")) for o in opts):
+        # the kernel refuses to write a file whose owner it cannot map
+        # (inode_permission: HAS_UNMAPPED_ID), so every file of the image
+        # is shown as the user's, as the user may change it when running
+        # the server natively (libfuse's own uid= and gid= options)
+        opts += [f"uid={owner[0]}", f"gid={owner[1]}"]
     if _libfuse2(server) and "nonempty" not in opts:
         opts.append("nonempty")  # a mount over a directory with files in it, as the kernel's
     pre = []
@@ -160,10 +168,15 @@ def server_argv(server, source, target, options, readonly):
         # file written outside the view; where that home is not writable
         # (nobody's /nonexistent) fuseiso exits once mounted: a dead mount
         pre.append("-n")
+    elif server == "fuse2fs" and owner is not None:
+        # a normal user's image: fuse2fs -o fakeroot, as the user would run
+        # it, lets the user read and write every file of it
+        opts += [o for o in ("fakeroot",) if o not in opts]
     elif server == "fuse2fs":
-        # the kernel checks permissions, as its ext4 driver does: fuse2fs's
-        # own check (1.47.0) refuses a normal user open(O_CREAT|O_RDWR, 0444)
-        # of the file it creates, and git cannot write an object
+        # root's: the kernel checks permissions, as its ext4 driver does:
+        # fuse2fs's own check (1.47.0) refuses a normal user
+        # open(O_CREAT|O_RDWR, 0444) of the file it creates, and git cannot
+        # write an object
         opts += [o for o in ("default_permissions", "fakeroot") if o not in opts]
     if readonly:
         opts.append("ro")
@@ -539,9 +552,10 @@ class Fs(Module):
                         raise HelperError(exc.errno, exc.strerror) from None
                     helper.run_server(argv, ns_target)
                     src = ns_target.rstrip(b"/") + b"/" + partitions.FILE.encode()
+            owner = (os.getuid(), os.getgid()) if helper.userns else None
             try:
-                helper.run_server(server_argv(server, os.fsdecode(src), os.fsdecode(ns_target), options, readonly),
-                                  ns_target)
+                helper.run_server(server_argv(server, os.fsdecode(src), os.fsdecode(ns_target), options, readonly,
+                                              owner), ns_target)
             except OSError:
                 if part is not None:
                     helper.umount(ns_target)
@@ -555,6 +569,15 @@ class Fs(Module):
                 except OSError:
                     helper.umount(ns_target)
                     raise
+            if owner is not None:
+                # the kernel makes a FUSE mount's root inode owned by uid 0,
+                # unmapped in the helper's namespace, until the server is
+                # asked for its attributes: until then a create in the root
+                # is refused (EACCES, HAS_UNMAPPED_ID). Ask now.
+                try:
+                    os.stat(helper.root + ns_target)
+                except OSError:
+                    pass
         m = FsMount(self, target, ns_target, fstype, source, traced_server=traced)
         m.stacked = int(part is not None)
         self.mounts.append(m)

@@ -166,3 +166,13 @@ def test_userns_hint_names_the_cause_and_the_fix(tmp_path):
     (tmp_path / "sys/kernel/unprivileged_userns_clone").write_text("1\n")
     (tmp_path / "sys/user/max_user_namespaces").write_text("0\n")
     assert "user.max_user_namespaces" in userns_hint(str(tmp_path))
+
+
+def test_a_normal_users_server_shows_every_file_as_the_users():
+    """In the helper's user namespace root's ids are not mapped, and the
+    kernel refuses to write a file whose owner it cannot map: the files are
+    the user's (libfuse's uid=, gid=), and fuse2fs runs as the user would
+    run it on an image of their own (-o fakeroot, no kernel checks)."""
+    assert server_argv("fuse2fs", "/i.img", "/mnt", [], False, (1000, 100))[-1] == "uid=1000,gid=100,fakeroot"
+    assert server_argv("fusefat", "/f", "/m", [], False, (1000, 100))[-1] == "uid=1000,gid=100,rw+"
+    assert server_argv("fusefat", "/f", "/m", ["uid=7"], False, (1000, 100))[-1] == "uid=7,rw+"  # the user's own
