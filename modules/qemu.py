@@ -30,7 +30,7 @@ import struct
 
 from umview import core
 from umview.cwdexec import ExecInView
-from umview.engine import CONTINUE, Engine
+from umview.engine import CONTINUE, Engine, under_any
 from umview.service import Module, unrealize
 from umview.syscalls import calls
 
@@ -71,6 +71,29 @@ def qemu_arch(head):
         9215: "alpha", 0x9026: "alpha",
     }
     return None if machine in HOST_MACHINES else names.get(machine)
+
+
+def _head(real):
+    """The first 64 bytes of the regular file at real (looked at with
+    O_PATH first: opening a device or a FIFO could act or block), or None."""
+    try:
+        pfd = os.open(real, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return None  # the kernel says why
+    try:
+        if not stat.S_ISREG(os.fstat(pfd).st_mode):
+            return None
+        fd = os.open(f"/proc/self/fd/{pfd}", os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError:
+        return None
+    finally:
+        os.close(pfd)
+    try:
+        return os.pread(fd, 64, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def find_emulator(arch, where=None):
@@ -127,6 +150,16 @@ class ForeignExec(Engine):
             named = b"/proc/self/fd/%d/%s" % (dirfd, named)
         return real, named
 
+    def _served_in_view(self, real):
+        """Does real lie on a filesystem a process of the view serves (an
+        opaque fs mount)? The monitor must not read it: the server may be
+        waiting on the monitor. (Its foreign programs are the kernel's.)"""
+        view = getattr(self.module, "view", None)
+        opaque = [m.target for m in (view.engines if view is not None else ()) if getattr(m, "opaque", False)]
+        # (a path relative to a cwd or dirfd, read through /proc: where that
+        # lies is not known here)
+        return bool(opaque) and (real.startswith(b"/proc/") or under_any(self._view_of(real), opaque))
+
     def _view_of(self, real):
         """The view's path of a real file that a mount shows (the newest
         mount that says), else the path itself."""
@@ -138,19 +171,10 @@ class ForeignExec(Engine):
         if found is None:
             return CONTINUE
         real, named = found
-        try:
-            fd = os.open(real, os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK)
-        except OSError:
-            return CONTINUE  # the kernel says why
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return CONTINUE
-            head = os.pread(fd, 64, 0)
-        except OSError:
+        if self._served_in_view(real):
             return CONTINUE
-        finally:
-            os.close(fd)
-        arch = qemu_arch(head)
+        head = _head(real)
+        arch = qemu_arch(head) if head else None
         if arch is None:
             return CONTINUE
         if arch not in self._found:
