@@ -552,7 +552,10 @@ class Layers:
                 fd = os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600, dir_fd=pfd)
                 tmp = False
             try:
-                if low is not None:
+                if low is not None and st.st_size:
+                    # (an empty file is not read: its copy needs no read
+                    # access, as overlayfs copies with the mounter's rights;
+                    # a lock file of root's, 0640, is one a fake root writes)
                     src_fd = longpath.open_regular(low)
                     with open(src_fd, "rb") as src, open(fd, "wb", closefd=False) as dst:
                         shutil.copyfileobj(src, dst, 1 << 20)

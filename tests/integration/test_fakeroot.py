@@ -46,6 +46,21 @@ def make_file(d, name, uid=NOBODY, mode=0o644):
     return path
 
 
+def make_deb(d, name):
+    """d/NAME.deb, nobody's: package NAME, one file /usr/share/NAME/hello of root's."""
+    pkg = os.path.join(d, f"{name}-pkg")
+    os.makedirs(os.path.join(pkg, "DEBIAN"))
+    os.makedirs(os.path.join(pkg, "usr", "share", name))
+    with open(os.path.join(pkg, "DEBIAN", "control"), "w") as f:
+        f.write(f"Package: {name}\nVersion: 1.0\nArchitecture: all\n"
+                "Maintainer: umview tests <tests@example.org>\nDescription: a test package\n")
+    make_file(os.path.join(pkg, "usr", "share", name), "hello", uid=0)
+    deb = os.path.join(d, f"{name}.deb")
+    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", pkg, deb], check=True, capture_output=True)
+    os.chown(deb, NOBODY, NOBODY)
+    return deb
+
+
 def owners_tar(d):
     """owners.tar: dir owned by bin (2), dir/file by daemon (1), made natively by root."""
     src = tempfile.mkdtemp(dir=d)
@@ -187,16 +202,7 @@ def test_a_kept_layer_keeps_the_owners_for_a_later_sandbox(work):
 def test_dpkg_installs_a_package_in_a_fake_root_sandbox_as_nobody(work):
     need_user("nobody")
     need("dpkg-deb", "dpkg")
-    pkg = os.path.join(work, "pkg")
-    os.makedirs(os.path.join(pkg, "DEBIAN"))
-    os.makedirs(os.path.join(pkg, "usr", "share", "umview-fakeroot-test"))
-    with open(os.path.join(pkg, "DEBIAN", "control"), "w") as f:
-        f.write("Package: umview-fakeroot-test\nVersion: 1.0\nArchitecture: all\n"
-                "Maintainer: umview tests <tests@example.org>\nDescription: a test package\n")
-    make_file(os.path.join(pkg, "usr", "share", "umview-fakeroot-test"), "hello", uid=0)
-    deb = os.path.join(work, "pkg.deb")
-    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", pkg, deb], check=True, capture_output=True)
-    os.chown(deb, NOBODY, NOBODY)
+    deb = make_deb(work, "umview-fakeroot-test")
     native = sh("nobody", f"{PATH} dpkg -i {deb}", work, None)
     assert native.returncode != 0  # natively: requires superuser privilege
     r = sh("nobody", f"export {PATH}; dpkg -i {deb} && dpkg -s umview-fakeroot-test | grep Status && "
@@ -204,6 +210,24 @@ def test_dpkg_installs_a_package_in_a_fake_root_sandbox_as_nobody(work):
     assert r.returncode == 0, r.stderr
     assert r.stdout.endswith(b"Status: install ok installed\nroot 644\n")
     assert not os.path.exists("/usr/share/umview-fakeroot-test")
+
+
+def test_apt_get_installs_a_local_package_in_a_fake_root_sandbox_as_nobody(work):
+    """apt-get takes its locks first: root's empty 0640 files (dpkg's
+    lock-frontend, apt's lists and archives locks), which nobody may not
+    read. Their copies in the layer need no read (they are empty), so the
+    fake root writes them as root does; natively apt-get refuses nobody."""
+    need_user("nobody")
+    need("dpkg-deb", "dpkg", "apt-get")
+    deb = make_deb(work, "umview-apt-test")
+    native = sh("nobody", f"{PATH} apt-get install -y {deb}", work, None)
+    assert native.returncode != 0 and b"lock-frontend" in native.stderr  # natively: "are you root?"
+    r = sh("nobody", f"export {PATH}; apt-get install -y {deb} >/dev/null && dpkg -s umview-apt-test | grep Status && "
+           "stat -c '%U %a' /usr/share/umview-apt-test/hello", work, "-0", "--sandbox", timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.endswith(b"Status: install ok installed\nroot 644\n")
+    assert not os.path.exists("/usr/share/umview-apt-test")
+    assert not os.path.exists("/var/lib/dpkg/info/umview-apt-test.list")
 
 
 def test_fake_root_options_say_what_to_write():
