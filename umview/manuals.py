@@ -8,8 +8,7 @@ import os
 
 def parsers():
     """{command: a function that makes its parser}, for every command."""
-    from umview import cli, commands
-    from umview.modules.fs import imagecmd
+    from umview import cli, commands, imagecmd
     from umview.modules.viewfs import layercmd
 
     return {"umview": cli.build_parser, "umview-layer": layercmd.build_parser,

@@ -199,13 +199,13 @@ def test_a_partition_that_is_not_there_is_refused_with_what_the_table_has(disks)
 
 def test_umview_image_lists_the_partitions_and_what_a_view_mounts(disks):
     d, img, parts = _disk(disks, "root")
-    argv = as_user("root", entry_for("root", "umview.modules.fs.imagecmd:main", "ls", "--json", img))
+    argv = as_user("root", entry_for("root", "umview.imagecmd:main", "ls", "--json", img))
     r = run(argv, timeout=60)
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)
     assert [(x["number"], x["start"], x["size"], x["type"], x["name"], x["filesystem"], x["option"]) for x in rows] == [
         (1, *parts[1], "efi", "boot", "ext4", "part=1"), (2, *parts[2], "linux", "root", "ext4", "part=2")]
-    r = run(as_user("root", entry_for("root", "umview.modules.fs.imagecmd:main", "ls", os.path.join(d, "nope"))),
+    r = run(as_user("root", entry_for("root", "umview.imagecmd:main", "ls", os.path.join(d, "nope"))),
             timeout=60)
     assert r.returncode == 1 and b"No such file or directory" in r.stderr
 

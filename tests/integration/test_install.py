@@ -21,7 +21,7 @@ def test_pip_install_in_a_venv_brings_man_pages_completion_and_examples(tmp_path
     # with its dependencies, as the README's line does
     r = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(src)], capture_output=True, timeout=900)
     assert r.returncode == 0, r.stderr.decode()[-3000:]
-    for name in ("umview", "umview-layer", "vumount", "um_add_service"):
+    for name in ("umview", "umview-layer", "umview-image", "vumount", "um_add_service"):
         assert (venv / "share" / "man" / "man1" / f"{name}.1").is_file()
         assert (venv / "share" / "bash-completion" / "completions" / name).is_file()
         assert (venv / "share" / "zsh" / "site-functions" / f"_{name}").is_file()

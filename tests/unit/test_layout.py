@@ -12,9 +12,9 @@ PRIMITIVES = {"umview", "umview.core", "umview.engine", "umview.pathwalk", "umvi
               "umview.procs",
               "umview.control"}
 # the one place that wires modules in, and the front ends that call it: the
-# command line, the pytest plugin that runs it, and the man pages and
-# completion made from the command line's parsers
-ASSEMBLY = {"umview.assembly", "umview.cli", "umview.pytest_plugin", "umview.manuals"}
+# command line (umview-image's too), the pytest plugin that runs it, and the
+# man pages and completion made from the command line's parsers
+ASSEMBLY = {"umview.assembly", "umview.cli", "umview.pytest_plugin", "umview.manuals", "umview.imagecmd"}
 
 
 def sources():

@@ -5,7 +5,8 @@
 One line per partition (util-linux's sfdisk reads the table): its number,
 where it starts and its size in bytes, its type and GPT name, the
 filesystem found at its start, and the mount option that chooses it. An
-image without a partition table is one filesystem.
+image without a partition table is one filesystem. (The fs module's
+command: modules/fs/partitions.py reads the table.)
 """
 import argparse
 import json
@@ -14,7 +15,8 @@ import sys
 
 from umview.cliparse import Parser
 
-from . import SERVERS, detect_type, partitions
+# (the fs module, which loads the C core, is imported when a command runs:
+# the parser alone makes the man page at build time, before the core is built)
 
 
 def build_parser():
@@ -37,6 +39,8 @@ def build_parser():
 
 
 def _rows(image):
+    from umview.modules.fs import SERVERS, detect_type, partitions
+
     parts = partitions.read_table(image)
     if not parts:
         fs = detect_type(image)
