@@ -29,7 +29,7 @@ import stat
 import struct
 
 from umview import core
-from umview.cwdexec import ExecInView
+from umview.cwdexec import AT_EMPTY_PATH, EXECS, HOST_MACHINES, ExecInView
 from umview.engine import CONTINUE, Engine, under_any
 from umview.service import Module, unrealize
 from umview.syscalls import calls
@@ -37,10 +37,6 @@ from umview.syscalls import calls
 log = logging.getLogger("umview")
 
 AT_FDCWD = core.AT_FDCWD
-AT_EMPTY_PATH = 0x1000
-EXECS = {"execve": (0, 1), "execveat": (1, 2)}  # path and argv argument indexes
-EM_386, EM_X86_64 = 3, 62
-HOST_MACHINES = frozenset({EM_386, EM_X86_64})
 
 
 def qemu_arch(head):

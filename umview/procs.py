@@ -170,8 +170,7 @@ class Processes:
     def tgid(self, tid):
         """The process (thread-group) id of thread tid: the one resolver
         (OSError ESRCH if it is gone)."""
-        t = self.threads.get(tid)
-        return t.process.tgid if t is not None else self.thread(tid).process.tgid
+        return self.thread(tid).process.tgid
 
     def tgid_or_none(self, tid):
         try:
