@@ -263,7 +263,7 @@ def nested_main(args, command, sandbox=None):
     if refused:
         print(refused, file=sys.stderr)
         return 2
-    request = {"modules": [[n, o] for n, o in rootfs_specs(args)] + list(args.module),
+    request = {"modules": [list(s) if isinstance(s, tuple) else s for s in with_rootfs(args)],
                "viewname": args.viewname, "engines": [], "trace": []}
     ruleset = None
     if sandbox is not None:
@@ -697,6 +697,10 @@ def main(argv=None):
         # the newest module: it sees the calls as the process made them and
         # the results (stat) as every other module left them
         args.module.append(f"fakeroot,uid={args.uid or 0},gid={args.gid or 0}")
+        # and to the images -p fs mounts for a normal user, the user is the
+        # fake user: the files the view makes there are recorded as its
+        args.module = [f"{spec},owner={args.uid or 0}:{args.gid or 0}" if _fs_without_owner(spec) else spec
+                       for spec in args.module]
     if args.engine or args.module or args.verbose or args.services or args.sandbox or args.rootfs:
         import logging  # lazy: 13 ms of start-up, for views that log (modules, engines)
 
@@ -831,6 +835,45 @@ def rootfs_specs(args):
     return [("viewfs", options)]
 
 
+def with_rootfs(args):
+    """The -p modules' specs with -r's mount among them, in the order they
+    load: -r first (the -p mounts are made in the tree), unless its tree lies
+    in a mount a -p module makes at start (an image mounted with -p fs): it
+    is then found through that mount, so it loads after that module."""
+    rootfs = rootfs_specs(args)
+    if not rootfs:
+        return list(args.module)
+    root = os.path.abspath(args.rootfs)
+    under = [i for i, spec in enumerate(args.module) if _mounts_over(spec, root)]
+    k = under[-1] + 1 if under else 0
+    return args.module[:k] + rootfs + args.module[k:]
+
+
+def _fs_without_owner(spec):
+    from umview.control import parse_spec  # lazy, as below
+    try:
+        name, options = parse_spec(spec)
+    except ValueError:
+        return False
+    return name == "fs" and "owner" not in options
+
+
+def _mounts_over(spec, path):
+    """Does the -p spec mount something at start on path or above it?"""
+    from umview.control import parse_spec  # lazy: cli starts without the package's modules
+    try:
+        _name, options = parse_spec(spec)
+    except ValueError:
+        return False  # said when the module loads
+    for item in str(options.get("mount") or "").split(";"):
+        parts = item.split(":")
+        if len(parts) >= 2 and parts[1]:
+            target = os.path.abspath(parts[1])
+            if path == target or path.startswith(target.rstrip("/") + "/"):
+                return True
+    return False
+
+
 def rootfs_cwd(args):
     """The directory a -r view starts in: the current one if it is one of
     the host's paths the view keeps, else the root tree's /."""
@@ -888,8 +931,7 @@ def run_view(args, command, sandbox):
 
         control = ServiceControl(loader=load_service, view_name=args.viewname, engine_loader=load_engine)
         modules, engines = [], [Reserve()] if args.services else []
-        for spec in (trace_service(args) + (sandbox.specs() if sandbox else []) + rootfs_specs(args)
-                     + args.module):
+        for spec in trace_service(args) + (sandbox.specs() if sandbox else []) + with_rootfs(args):
             module, new = load_service(spec, engines)
             modules.append(module)
             engines += new

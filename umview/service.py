@@ -141,6 +141,9 @@ class Module:
         self.view = None  # its View (umview.views), once the view runs (add_engine/remove_engine)
         #: the engines registered before this module was loaded (set by the loader)
         self.older = ()
+        #: while the module makes the mounts of its options (before the
+        #: view runs): those made so far
+        self.at_start = None
         #: the directory relative paths in options are relative to: umview's,
         #: or that of the process that added the service
         try:
@@ -168,7 +171,12 @@ class Module:
         return realized_by(self._mounts(own), path)
 
     def _mounts(self, own):
-        engines = self.view.engines if self.view is not None else (*self.older, *own)
+        if self.at_start is not None:
+            engines = (*self.older, *self.at_start, *own)
+        elif self.view is None:
+            engines = (*self.older, *own)
+        else:
+            engines = self.view.engines
         return [e for e in engines if isinstance(e, RedirectMount)]
 
     def start(self):
@@ -416,12 +424,17 @@ def realize(mounts, path):
 
 
 def unrealize(mounts, real):
-    """The view's path of a real path that a mount shows (the newest of
-    mounts, oldest first, whose virtual_of answers), or None."""
-    for m in reversed(mounts):
-        virtual_of = getattr(m, "virtual_of", None)
+    """The view's path of a real path that a mount shows, or None: the path
+    the newest of mounts (oldest first) whose virtual_of answers gives, as
+    the mounts newer than it show that path in turn (older_view_of: an
+    image's mount point made the source of -r's move mount of /)."""
+    for i in range(len(mounts) - 1, -1, -1):
+        virtual_of = getattr(mounts[i], "virtual_of", None)
         v = virtual_of(real) if virtual_of else None
         if v is not None:
+            for m in mounts[i + 1:]:
+                older_view_of = getattr(m, "older_view_of", None)
+                v = (older_view_of(v) if older_view_of else None) or v
             return v
     return None
 

@@ -149,10 +149,24 @@ def _libfuse2(server):
         return False
 
 
+def _owner_ids(value):
+    """The owner=UID:GID option (owner=root: 0:0): what a normal user is in
+    the mount helper's user namespace, so the ids the images record for the
+    view's files (a fake root's: root's). None: the user's own ids."""
+    if value is None:
+        return None
+    if value == "root":
+        return (0, 0)
+    uid, sep, gid = str(value).partition(":")
+    if not (sep and uid.isdigit() and gid.isdigit()):
+        raise ValueError(f"module fs: owner={value}: expected UID:GID or root")
+    return (int(uid), int(gid))
+
+
 def server_argv(server, source, target, options, readonly, owner=None):
     """The command line that runs server in the foreground on target. owner:
-    (uid, gid) of the user whose helper runs it in a user namespace of its
-    own, where the ids an image records (root's) are not mapped."""
+    (uid, gid) of the user in the user namespace of its own the user's
+    helper runs it in, where the other ids an image records are not mapped."""
     opts = [o for o in options if o not in ("rw", "ro", "defaults")]
     if owner is not None and not any(o.startswith(("uid=", "gid=")) for o in opts):
         # the kernel refuses to write a file whose owner it cannot map
@@ -332,14 +346,16 @@ class MountTable(Engine):
 class Fs(Module):
     name = "fs"
     description = "filesystem images, archives, tmpfs and FUSE servers mounted for the view (no root)"
-    options_help = ("mount=SOURCE:TARGET[:TYPE] (at start; repeat with ;); other options are "
-                    "mount options of those mounts (ro, a server's own)")
+    options_help = ("mount=SOURCE:TARGET[:TYPE] (at start; repeat with ;); owner=UID:GID|root (a normal "
+                    "user's ids in the images: what they record for the view's new files; -0 gives root); "
+                    "other options are mount options of those mounts (ro, a server's own)")
     landlock_conflict = ("the view reaches its mounts through /proc/HELPER/root, which Landlock forbids to a "
                          "sandboxed process (the helper is outside the ruleset)")
 
     def __init__(self, options):
         super().__init__(options)
         spec = self.options.pop("mount", None)
+        self.ids = _owner_ids(self.options.pop("owner", None))
         self.initial_options = [k if v is True else f"{k}={v}" for k, v in self.options.items()]
         self.fstypes = set(SERVERS) | set(ALIASES) | set(KERNEL_TYPES) | {"fuse", "fuseblk"}
         self.helper = None
@@ -370,16 +386,22 @@ class Fs(Module):
 
     # --- module life ---
     def engines(self):
-        return [self.control]
-
-    def start(self):
-        for source, target, fstype in self.initial:
-            try:
-                self.mount(None, source, target, fstype, 0, list(self.initial_options))
-            except OSError as exc:
-                self.close()
-                raise ValueError(f"module fs: cannot mount {os.fsdecode(source)} on {os.fsdecode(target)}: "
-                                 f"{exc.strerror or exc}") from None
+        # the mounts of the options, made now as viewfs makes its own: in
+        # the view the modules loaded before make (a tree of an image
+        # mounted here, given to -r, is then found through them)
+        self.at_start = self.mounts
+        try:
+            for source, target, fstype in self.initial:
+                try:
+                    self.mount(None, source, target, fstype, 0, list(self.initial_options))
+                except OSError as exc:
+                    self.close()
+                    raise ValueError(f"module fs: cannot mount {os.fsdecode(source)} on {os.fsdecode(target)}: "
+                                     f"{exc.strerror or exc}") from None
+        finally:
+            self.at_start = None
+        self.table_added = bool(self.mounts)
+        return [self.control, *self.mounts, *([self.table] if self.mounts else [])]
 
     def busy(self):
         return bool(self.mounts)
@@ -395,7 +417,7 @@ class Fs(Module):
     # --- helpers ---
     def _helper(self):
         if self.helper is None:
-            self.helper = MountHelper.start()
+            self.helper = MountHelper.start(self.ids)
             # the monitor's own lookups in the helper's tree start from its
             # root (pathwalk: openat2 will not follow /proc/PID/root itself)
             self.root_fd = os.open(self.helper.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -552,7 +574,7 @@ class Fs(Module):
                         raise HelperError(exc.errno, exc.strerror) from None
                     helper.run_server(argv, ns_target)
                     src = ns_target.rstrip(b"/") + b"/" + partitions.FILE.encode()
-            owner = (os.getuid(), os.getgid()) if helper.userns else None
+            owner = (self.ids or (os.getuid(), os.getgid())) if helper.userns else None
             try:
                 helper.run_server(server_argv(server, os.fsdecode(src), os.fsdecode(ns_target), options, readonly,
                                               owner), ns_target)

@@ -36,6 +36,7 @@ Requests and answers are JSON, one per message; fds travel with SCM_RIGHTS.
 """
 import ctypes
 import errno
+import functools
 import json
 import os
 import select
@@ -103,10 +104,12 @@ class MountHelper:
         return b"/proc/%d/root" % self.pid
 
     @classmethod
-    def start(cls):
+    def start(cls, ids=None):
         """Fork the helper and wait until it is in its namespaces. OSError
-        with a message saying what failed and how to fix it."""
-        monitor_end = fork_server(_serve)
+        with a message saying what failed and how to fix it. ids: (uid, gid)
+        the user is in the helper's user namespace (the ids the mounted
+        filesystems record for the user's files); None: the user's own."""
+        monitor_end = fork_server(functools.partial(_serve, ids=ids))
         r, _, _ = select.select([monitor_end], [], [], _READY_TIMEOUT)
         answer = _decode(monitor_end.recv(_MAX_MSG)) if r else None
         if answer is None:
@@ -207,8 +210,9 @@ class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
-def _enter():  # pragma: no cover - runs in the helper
-    """Into a private mount namespace (and a user namespace when not root)."""
+def _enter(ids=None):  # pragma: no cover - runs in the helper
+    """Into a private mount namespace (and a user namespace when not root,
+    where the user's ids are ids, or the user's own if None)."""
     libc = _c()
     if os.geteuid() == 0:
         _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
@@ -223,8 +227,10 @@ def _enter():  # pragma: no cover - runs in the helper
                                  " (a container without them, or a hardened kernel)")
         raise OSError(e, f"cannot make a user namespace for the mount helper: unshare: {os.strerror(e)}: {hint}")
     # the user's own ids, mapped to themselves: files the view makes on a
-    # mounted filesystem are the user's, as with a mount made natively
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+    # mounted filesystem are the user's, as with a mount made natively; or
+    # to the ids asked for (a fake root's files are root's in the image)
+    inner = ids or (uid, gid)
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{inner[0]} {uid} 1"), ("gid_map", f"{inner[1]} {gid} 1")):
         with open(f"/proc/self/{name}", "w") as f:
             f.write(text)
     # the servers it runs keep CAP_SYS_ADMIN over its namespace across exec
@@ -279,7 +285,7 @@ class _Server:
         return text[-limit:]
 
 
-def _serve(channel):  # pragma: no cover - runs in the helper
+def _serve(channel, ids=None):  # pragma: no cover - runs in the helper
     """The helper's life: set up, say ready (or why not), answer until EOF,
     then undo every mount."""
     try:
@@ -303,7 +309,7 @@ def _serve(channel):  # pragma: no cover - runs in the helper
         os.close(devnull)
         os.closerange(3, keep)
         os.closerange(keep + 1, 1 << 16)
-        userns = _enter()
+        userns = _enter(ids)
     except OSError as exc:
         channel.send(json.dumps({"err": exc.errno or errno.EIO, "msg": str(exc.strerror or exc)}).encode())
         return 1

@@ -27,6 +27,9 @@ MS_RDONLY = 1
 class ViewfsMount(RedirectMount):
     def __init__(self, source, target, mode, exceptions=()):
         self.source = source.rstrip(b"/") or b"/"
+        #: the source as the engines older than the mount name it (set by
+        #: the module: where it lies under an older mount, not the real path)
+        self.given = self.source
         self.mode = mode
         super().__init__(target, self._real, name=f"viewfs {target.decode(errors='replace')}",
                          exceptions=exceptions)
@@ -36,6 +39,15 @@ class ViewfsMount(RedirectMount):
         if mode == "move":
             self.move_prefixes = ((self.target, self.source),)
             self.move_exceptions = self.exceptions
+
+    def older_view_of(self, path):
+        """The view's path of a path under the source as the engines older
+        than this mount name it (self.given), or None."""
+        given = self.given
+        if path == given or path.startswith(given.rstrip(b"/") + b"/"):
+            v = self.target.rstrip(b"/") + path[len(given.rstrip(b"/")):] or b"/"
+            return v if self.relative(v) is not None else None
+        return None
 
     def virtual_of(self, real):
         """The view's path of a real path under the source, or None."""
@@ -273,6 +285,7 @@ class Viewfs(Module):
             # them (its copy-on-write holds there too)
             m.replaces = frozenset(e for e in self.realized_by(given, own=self.mounts)
                                    if not isinstance(e, LayeredMount))
+            m.given = os.path.normpath(given) if given.startswith(b"/") else m.source
         elif under is None:
             m = LayeredMount(source, target, self.real_path(target), mode, name + f" ({mode})", exceptions)
         else:

@@ -247,3 +247,59 @@ def test_a_fat_boot_partition_of_an_mbr_image_is_read_and_written_by_fusefat(dis
     # (mtools' own check of the FAT's first bytes refuses what fusefat writes there; fsck.fat does not)
     shown = run(["mtype", "-i", copy, "::cmdline.txt"], env=dict(os.environ, MTOOLS_SKIP_CHECK="1"), timeout=60)
     assert shown.stdout == b"from the view\n", shown.stderr
+
+
+def _host_programs_tree(where, programs):
+    """A root tree of host programs and the libraries ldd names for them."""
+    for name in programs:
+        program = shutil.which(name)
+        os.makedirs(os.path.join(where, "bin"), exist_ok=True)
+        shutil.copy2(program, os.path.join(where, "bin", name))
+        out = subprocess.run(["ldd", program], capture_output=True, text=True, check=True).stdout
+        for lib in (w for line in out.splitlines() for w in line.split() if w.startswith("/")):
+            os.makedirs(os.path.dirname(where + lib), exist_ok=True)
+            shutil.copy2(os.path.realpath(lib), where + lib)
+    os.makedirs(os.path.join(where, "etc"), exist_ok=True)
+    with open(os.path.join(where, "etc", "hostname"), "w") as f:
+        f.write("imagehost\n")
+    return where
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_r_into_a_partition_mounted_with_p_fs_runs_its_tree_as_chroot_does(disks, user):
+    """-r DIR where DIR is the mount point of an image given with -p fs: the
+    tree is the image's (-r is found through that mount), and names below a
+    directory fd of the image (rm -r's unlinkat, dpkg's cleanup) are the
+    tree's, as in root's chroot into a loop mount of the same bytes."""
+    need("ldd")
+    need_user(user)
+    base, _ = disks
+    tree = _host_programs_tree(tempfile.mkdtemp(prefix="tree-", dir=base), ("sh", "cat", "ls", "mkdir", "rm", "touch"))
+    d, img, parts = _disk(disks, user, fill={2: tree})
+    offset, size = parts[2]
+    script = ("cat /etc/hostname && mkdir -p /d/e && touch /d/a /d/e/b && rm -r /d && ls / && "
+              "cd /etc && rm -r ../bin/touch && ls ../bin && echo written > added")
+    native = None
+    if os.geteuid() == 0 and shutil.which("unshare"):
+        copy = os.path.join(d, "native.img")
+        shutil.copyfile(img, copy)
+        m = tempfile.mkdtemp(prefix="umview-loop-")
+        try:
+            r = run(["unshare", "-m", "sh", "-c", f"mount -o loop,offset={offset},sizelimit={size} {copy} {m} && "
+                     f"chroot {m} /bin/sh -c {shlex.quote(script)}"], timeout=60)
+            assert r.returncode == 0, r.stderr
+            native = r.stdout
+        finally:
+            os.rmdir(m)
+            os.unlink(copy)
+    mnt = os.path.join(d, "mnt")
+    r = run(umview_for(user, "-p", f"fs,mount={img}:{mnt},part=2", "-r", mnt, "--host-paths", "/proc:/dev",
+                       "--", "/bin/sh", "-c", script), timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"imagehost\nbin\netc\nlib\nlib64\nlost+found\ncat\nls\nmkdir\nrm\nsh\n", r.stdout
+    if native is not None:
+        assert r.stdout == native
+    copy = _partition_copy(img, offset, size, os.path.join(d, "p2.img"))
+    assert run(["e2fsck", "-fn", copy], timeout=60).returncode == 0
+    assert run(["debugfs", "-R", "cat /etc/added", copy], timeout=60).stdout == b"written\n"
+    assert os.listdir(mnt) == []
