@@ -1,6 +1,7 @@
 """Shared fixtures: run a command natively and under umview, compare."""
 import contextlib
 import functools
+import hashlib
 import os
 import re
 import shutil
@@ -315,3 +316,14 @@ def dev_fuse_for_nobody():
     the FUSE servers a normal user's view runs open it as that user."""
     with dev_fuse_for_all():
         yield
+
+
+def digest_outside(path, offset, size):
+    """A digest of every byte of the file path outside [offset, offset+size)
+    (a disk image's bytes but one partition's)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        h.update(f.read(offset))
+        f.seek(offset + size)
+        h.update(f.read())
+    return h.hexdigest()

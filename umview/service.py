@@ -143,7 +143,7 @@ class Module:
         self.older = ()
         #: while the module makes the mounts of its options (before the
         #: view runs): those made so far
-        self.at_start = None
+        self.mounting = None
         #: the directory relative paths in options are relative to: umview's,
         #: or that of the process that added the service
         try:
@@ -171,8 +171,8 @@ class Module:
         return realized_by(self._mounts(own), path)
 
     def _mounts(self, own):
-        if self.at_start is not None:
-            engines = (*self.older, *self.at_start, *own)
+        if self.mounting is not None:
+            engines = (*self.older, *self.mounting, *own)
         elif self.view is None:
             engines = (*self.older, *own)
         else:

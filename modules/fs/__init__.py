@@ -389,7 +389,7 @@ class Fs(Module):
         # the mounts of the options, made now as viewfs makes its own: in
         # the view the modules loaded before make (a tree of an image
         # mounted here, given to -r, is then found through them)
-        self.at_start = self.mounts
+        self.mounting = self.mounts
         try:
             for source, target, fstype in self.initial:
                 try:
@@ -399,7 +399,7 @@ class Fs(Module):
                     raise ValueError(f"module fs: cannot mount {os.fsdecode(source)} on {os.fsdecode(target)}: "
                                      f"{exc.strerror or exc}") from None
         finally:
-            self.at_start = None
+            self.mounting = None
         self.table_added = bool(self.mounts)
         return [self.control, *self.mounts, *([self.table] if self.mounts else [])]
 

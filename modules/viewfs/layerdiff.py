@@ -177,7 +177,6 @@ class _Reader:
     def created(self, rel, ust):
         entry = {"path": self.path(rel), "type": file_type(ust)}
         self.out["created"][rel] = entry
-        up = _join(self.upper, rel)
         if stat.S_ISDIR(ust.st_mode):
             below = self._below(self.upper, rel, self.out["created"],
                                 lambda dirpath, n: self.bookkeeping(dirpath, n))

@@ -7,7 +7,6 @@ What the module does, and its options, is the package's docstring
 import errno
 import logging
 import os
-import stat
 
 from umview import core
 from umview.engine import CONTINUE, Engine, Skip
@@ -61,6 +60,29 @@ class ViewfsMount(RedirectMount):
         if not rel:
             return self.source
         return (self.source if self.source != b"/" else b"") + b"/" + rel
+
+
+def _reachable(source, target, exceptions):
+    """The except= paths of a move (or ro) mount, each from its highest
+    directory the source lacks: a path of the host kept at a place the tree
+    has no directories for (-r's $HOME, a --host-paths directory in /var/tmp)
+    is then reached as the kernel reaches a bind mount's, one lookup at a
+    time (realpath, ls of its parent), and the host's directory shows there
+    (a bind mount would need one made in the tree)."""
+    out = []
+    for e in exceptions:
+        rel = e[len(target):].strip(b"/") if target != b"/" else e.strip(b"/")
+        parts = rel.split(b"/") if rel else []
+        src, view = source.rstrip(b"/"), target.rstrip(b"/")
+        for part in parts[:-1]:
+            src, view = src + b"/" + part, view + b"/" + part
+            if os.path.islink(src):
+                break  # the tree's symlink: its own meaning, not the host's
+            if not os.path.lexists(src):
+                e = view
+                break
+        out.append(e)
+    return list(dict.fromkeys(out))
 
 
 class ReadOnlyMount(ViewfsMount):
@@ -278,6 +300,7 @@ class Viewfs(Module):
             raise OSError(err, "source")
         name = f"viewfs {target.decode(errors='replace')}"
         if mode in ("move", "ro"):
+            exceptions = _reachable(source, target, exceptions)
             m = ViewfsMount(source, target, mode, exceptions) if mode == "move" else ReadOnlyMount(source, target, exceptions)
             # its source is real already: a move mount that made it so must
             # not rewrite the paths made of it again (a source in a

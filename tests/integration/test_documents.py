@@ -60,6 +60,11 @@ ELSEWHERE = {
     # shows the message where user namespaces are off (tests/unit/test_fs.py)
     "vumount -t tmpfs none /tmp/dg/mnt": "tests/unit/test_fs.py (needs user.max_user_namespaces=0)",
 }
+# whole sections run elsewhere
+ELSEWHERE_SECTIONS = {
+    # debootstrap's two stages, qemu and apt take minutes: the story as one slow test
+    "## A system image of another machine, without root": "tests/integration/test_system_image.py",
+}
 # commands the guide shows run inside a view of the section's module
 INSIDE = {"vumount -t ext4 /etc/passwd /tmp/dg/mnt": "umview -p fs --norc sh"}
 # what any user can do, the documents say, runs as nobody too: the README's
@@ -379,6 +384,8 @@ def runnable(doc, user):
     for heading, lead, block in sh_blocks(doc):
         if doc == "README.md" and "\n".join(block) + "\n" == readme_examples:
             continue  # tests/integration/test_readme.py
+        if heading in ELSEWHERE_SECTIONS:
+            continue
         if user != "root" and not ("any user" in lead.lower() if doc == "README.md" else heading in ANY_USER[doc]):
             continue
         transcript = doc != "README.md" and any(line.startswith("$ ") for line in block)

@@ -7,7 +7,6 @@ The reference is the kernel's: root's loop mount of the same bytes
 tree. A write lands in the partition's bytes only: every byte outside it is
 unchanged, and e2fsck of the partition is clean after the view.
 """
-import hashlib
 import json
 import os
 import shlex
@@ -17,7 +16,7 @@ import tempfile
 
 import pytest
 
-from conftest import as_user, entry_for, need, need_user, run, umview_for
+from conftest import as_user, digest_outside, entry_for, need, need_user, run, umview_for
 
 # the servers a view of nobody runs open /dev/fuse as nobody
 pytestmark = pytest.mark.usefixtures("dev_fuse_for_nobody")
@@ -99,16 +98,6 @@ def _disk(disks, user, table=GPT, fill=None):
     return d, img, parts
 
 
-def _outside(img, offset, size):
-    """A digest of every byte of img outside [offset, offset+size)."""
-    h = hashlib.sha256()
-    with open(img, "rb") as f:
-        h.update(f.read(offset))
-        f.seek(offset + size)
-        h.update(f.read())
-    return h.hexdigest()
-
-
 def _partition_copy(img, offset, size, where):
     with open(img, "rb") as f:
         f.seek(offset)
@@ -138,7 +127,7 @@ def test_a_gpt_partition_mounts_by_number_name_or_type_and_writes_stay_in_it(dis
     need_user(user)
     d, img, parts = _disk(disks, user)
     offset, size = parts[2]
-    before = _outside(img, offset, size)
+    before = digest_outside(img, offset, size)
     native = _native_loop(img, offset, size, SHOW)
     mnt = os.path.join(d, "mnt")
     r = run(umview_for(user, "-p", f"fs,mount={img}:{mnt},{select}", "--", "sh", "-c",
@@ -149,7 +138,7 @@ def test_a_gpt_partition_mounts_by_number_name_or_type_and_writes_stay_in_it(dis
     if native is not None:
         assert r.stdout == native + b"written\n"
     # the write is in partition 2, whose file system is clean; nothing else changed
-    assert _outside(img, offset, size) == before
+    assert digest_outside(img, offset, size) == before
     copy = _partition_copy(img, offset, size, os.path.join(d, "p2.img"))
     fsck = run(["e2fsck", "-fn", copy], timeout=60)
     assert fsck.returncode == 0, fsck.stdout
@@ -236,11 +225,11 @@ def test_a_fat_boot_partition_of_an_mbr_image_is_read_and_written_by_fusefat(dis
     if user != "root":
         for f in (d, img, mnt):
             shutil.chown(f, user)
-    before = _outside(img, offset, size)
+    before = digest_outside(img, offset, size)
     r = run(umview_for(user, "-p", f"fs,mount={img}:{mnt},parttype=fat", "--", "sh", "-c",
                        f"cat {mnt}/config.txt && echo from the view > {mnt}/cmdline.txt"), timeout=120)
     assert (r.returncode, r.stdout) == (0, b"arm_64bit=1\n"), r.stderr
-    assert _outside(img, offset, size) == before
+    assert digest_outside(img, offset, size) == before
     copy = _partition_copy(img, offset, size, os.path.join(d, "p1.fat"))
     fsck = run(["fsck.vfat", "-n", copy], timeout=60)
     assert fsck.returncode == 0, fsck.stdout

@@ -117,6 +117,33 @@ def test_the_root_tree_is_slash_and_the_host_paths_stay_the_hosts(tree, user):
 
 
 @pytest.mark.parametrize("user", ["root", "nobody"])
+def test_a_host_path_below_directories_the_tree_lacks_is_reached_one_lookup_at_a_time(tree, user):
+    """--host-paths DIR (or $HOME) where the tree has no DIR's parents: each
+    directory on the way can be looked up and listed, as the kernel's bind
+    mount's (glibc's realpath lstats every one; apt-get install of a .deb
+    there failed with 'flAbsPath ... realpath (2: No such file or
+    directory)'); the host's directory shows from the first one the tree
+    lacks."""
+    need_user(user)
+    base = tempfile.mkdtemp(prefix="umview-hostpath-", dir="/var/tmp")
+    try:
+        os.makedirs(os.path.join(base, "deep", "inner"))
+        with open(os.path.join(base, "deep", "inner", "f"), "w") as f:
+            f.write("host\n")
+        for d, _, _ in os.walk(base):
+            os.chmod(d, 0o755)
+        assert not os.path.exists(tree + "/var")
+        inner = os.path.join(base, "deep", "inner")
+        r = view(user, tree, "sh", "-c", f"ls -d {base} && ls {base}/deep && cd {inner} && cat f && pwd -P",
+                 opts=("--host-paths", f"/proc:{inner}"))
+        assert (r.returncode, r.stdout.decode()) == (0, f"{base}\ninner\nhost\n{inner}\n"), r.stderr
+        r = view(user, tree, "ls", "/", opts=("--host-paths", f"/proc:{inner}"))
+        assert sorted(r.stdout.decode().split()) == sorted(os.listdir(tree))  # the tree's /, no more
+    finally:
+        shutil.rmtree(base)
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
 def test_the_libraries_a_program_loads_are_the_root_trees(tree, user):
     need_user(user)
     r = view(user, tree, "cat", "/proc/self/maps")
