@@ -924,13 +924,14 @@ def run_view(args, command, sandbox):
     except ImportError as exc:
         print(f"umview: {exc}", file=sys.stderr)
         return ("exit", 1)
+    modules = []
     try:
         from umview.assembly import Reserve, attach, close, load_service  # (C core: as above)
         from umview.control import parse_spec
         from umview.servicecontrol import ServiceControl
 
         control = ServiceControl(loader=load_service, view_name=args.viewname, engine_loader=load_engine)
-        modules, engines = [], [Reserve()] if args.services else []
+        engines = [Reserve()] if args.services else []
         for spec in trace_service(args) + (sandbox.specs() if sandbox else []) + with_rootfs(args):
             module, new = load_service(spec, engines)
             modules.append(module)
@@ -938,6 +939,8 @@ def run_view(args, command, sandbox):
             control.register(spec[0] if isinstance(spec, tuple) else parse_spec(spec)[0], module, new)
     except (ValueError, ImportError) as exc:
         print(f"umview: {exc}\n{TRY_HELP}", file=sys.stderr)
+        if modules:
+            close(modules)  # what the modules loaded before made (an image's mount, a layer's listings)
         return ("exit", 2)
     try:
         engines += [load_engine(s) for s in args.engine]

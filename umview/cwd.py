@@ -525,21 +525,33 @@ class CwdTracker(ExecInView, Engine):
         return base.rstrip(b"/") + b"/" + after if after else base
 
     def _proc_readlink(self, call):
-        """readlink of /proc/PID/exe, cwd or root where the view knows
+        """readlink of /proc/PID/exe, cwd, root or fd/N where the view knows
         better than the kernel: the program of an exec that ran the view's
         loader (_elf_interpreter), not the loader; a virtual cwd, not the
-        real directory a mount made of it; a virtual root. Each as the
-        reading process names it (below its own root). None: the kernel's
-        answer."""
+        real directory a mount made of it; a virtual root; the view's path
+        of an open file a mount shows elsewhere. Each as the reading process
+        names it (below its own root). None: the kernel's answer."""
         path = call.paths()[0] if call.paths() else None
         m = PROC_LINK.match(path[len(b"/proc/"):]) if path and path.startswith(b"/proc/") else None
-        if m is None or m.group(3) not in (b"exe", b"cwd", b"root") or m.group(5) is not None:
+        if m is None or m.group(5) is not None:
             return None
-        who, task, what = m.group(1), m.group(2), m.group(3)
+        who, task, what, fd = m.group(1), m.group(2), m.group(3), m.group(4)
         pid = fdpass.proc_pid(who, call.tid, PROCESSES.tgid)
         p = self._proc(int(task) if task else pid)
         mine = self._proc(call.tid).fs.root
-        if what == b"exe":
+        if fd is not None:
+            # a file a mount shows at another path (-r's tree: the kernel
+            # names the tree's real path); one the kernel names right, or
+            # with no path, is the kernel's to say
+            real = self._fd_target(int(task) if task else pid, int(fd))
+            if real is None or not real.startswith(b"/") or real.endswith(b" (deleted)"):
+                return None
+            entry = p.fds.get(int(fd))
+            value = entry[0] if entry is not None and entry[1] == real else self._from_real(real)
+            if value is None or value == real and mine is None:
+                return None
+            value = self._inside(mine, value)
+        elif what == b"exe":
             value = p.exe
         elif what == b"cwd":
             value = p.fs.cwd

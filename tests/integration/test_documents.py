@@ -50,10 +50,10 @@ ELSEWHERE = {
         "tests/integration/test_install.py",
     "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/python -m pytest -q -rs": "CI",
     # the README's Examples block: tests/integration/test_readme.py
-    # a distribution's tree takes debootstrap minutes: tests/integration/test_rootfs.py
+    # a distribution's tree takes debootstrap minutes: tests/integration/test_system_image.py
     "debootstrap --variant=minbase bookworm ~/debian http://deb.debian.org/debian":
-        "tests/integration/test_rootfs.py",
-    "umview -r ~/debian -- bash": "tests/integration/test_rootfs.py",
+        "tests/integration/test_system_image.py",
+    "umview -r ~/debian -- bash": "tests/integration/test_system_image.py",
     # arm64 programs: Debian's arm64 packages, fetched by .ci/run
     "umview --qemu -- ./busybox-arm64 uname -m": "tests/integration/test_qemu.py",
     "umview --qemu -r ~/arm64-tree -- /bin/bash": "tests/integration/test_qemu.py",

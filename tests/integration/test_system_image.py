@@ -25,11 +25,10 @@ import tempfile
 
 import pytest
 
-from conftest import as_user, digest_outside, need, need_user, umview_for
+from conftest import as_user, digest_outside, entry_for, need, need_user, umview_for
 
 pytestmark = pytest.mark.usefixtures("dev_fuse_for_nobody")
 
-MIRROR = "http://deb.debian.org/debian"
 HOST_PATHS = "/proc:/sys:/dev:/tmp"
 POSTINST = "#!/bin/sh\nmkdir -p /var/lib/umview-story\necho \"$(uname -m) $(id -u)\" > /var/lib/umview-story/ran\n"
 
@@ -65,6 +64,31 @@ def _deb(base):
     return deb
 
 
+def _apt_mirror():
+    """The Debian archive apt uses here (deb.debian.org if none is named),
+    and the suite this system is (bookworm if it does not say)."""
+    import glob
+    import re
+
+    mirror, suite = "http://deb.debian.org/debian", "bookworm"
+    for path in ["/etc/apt/sources.list"] + sorted(glob.glob("/etc/apt/sources.list.d/*.sources")):
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError:
+            continue
+        m = next((m for m in re.finditer(r"^(?:URIs:\s*|deb\s+(?:\[[^]]*\]\s+)?)(\S+)", text, re.M)
+                  if "security" not in m.group(1)), None)
+        if m is not None:
+            mirror = m.group(1)
+            break
+    with open("/etc/os-release") as f:
+        for line in f:
+            if line.startswith("VERSION_CODENAME=") and line.strip().split("=", 1)[1]:
+                suite = line.strip().split("=", 1)[1]
+    return mirror, suite
+
+
 @pytest.mark.slow
 def test_an_arm64_debian_image_is_built_and_changed_by_a_normal_user_with_no_root():
     need("debootstrap", "qemu-aarch64-static", "sfdisk", "mkfs.ext4", "e2fsck", "debugfs", "nbdfuse", "nbdkit",
@@ -76,8 +100,9 @@ def test_an_arm64_debian_image_is_built_and_changed_by_a_normal_user_with_no_roo
         shutil.chown(base, "nobody", "nogroup")
         tree, img, mnt = (os.path.join(base, n) for n in ("tree", "disk.img", "mnt"))
         records = f"fakeroot,db={base}/owners.db"
+        mirror, suite = _apt_mirror()
         r = _view(base, "-p", records, "--", "debootstrap", "--foreign", "--arch=arm64", "--variant=minbase",
-                  "bookworm", tree, MIRROR)
+                  suite, tree, mirror)
         if r.returncode != 0 and b"Failure trying to run" not in r.stderr + r.stdout:
             pytest.skip(f"debootstrap's first stage failed (no archive reachable?): {r.stderr.decode()[-300:]}")
         assert r.returncode == 0, r.stderr
@@ -122,5 +147,26 @@ def test_an_arm64_debian_image_is_built_and_changed_by_a_normal_user_with_no_roo
         status = debugfs("cat /var/lib/dpkg/status")
         assert "Package: umview-story\nStatus: install ok installed\n" in status
         assert os.listdir(mnt) == []
+        # the same install into the tree itself, in a sandbox: --report
+        # lists it, and umview-layer applies it to the tree, which is the user's
+        layer = tempfile.mkdtemp(prefix="umview-story-layer-", dir="/tmp")
+        shutil.chown(layer, "nobody", "nogroup")
+        try:
+            r = _view(base, "-0", "--qemu", "-r", tree, "--host-paths", f"{HOST_PATHS}:{os.path.dirname(deb)}",
+                      "--sandbox", "--keep-layer", layer, "--report", f"{base}/report.json", "--", "apt-get",
+                      "install", "-y", "-q", deb)
+            assert r.returncode == 0, r.stderr
+            with open(f"{base}/report.json") as f:
+                created = {c["path"] for c in json.load(f)["created"]}
+            hello = f"{tree}/usr/share/umview-story/hello"
+            assert any(c.endswith("/usr/share/umview-story/hello") for c in created), created
+            assert not os.path.exists(hello)
+            r = _as_nobody(base, *entry_for("nobody", "umview.modules.viewfs.layercmd:main", "apply", "--yes",
+                                            layer), timeout=120)
+            assert r.returncode == 0, r.stdout + r.stderr
+            with open(hello) as f:
+                assert f.read() == "hello from the story\n"
+        finally:
+            shutil.rmtree(layer, ignore_errors=True)
     finally:
         subprocess.run(["rm", "-rf", "--one-file-system", base])
