@@ -51,7 +51,7 @@ class ClaimCompiler:
         prefixes = {}
         rank = {lib.UM_PREFIX_PLAIN: 6, lib.UM_PREFIX_KERNEL: 5, lib.UM_PREFIX_LAYERED: 4, lib.UM_PREFIX_DEVICES: 3,
                 lib.UM_PREFIX_ALIAS: 2, lib.UM_PREFIX_ALIAS_CLEAN: 1, lib.UM_PREFIX_REAL: 0}
-        hidden = self._hidden_prefixes()
+        hidden = self._hidden_prefixes() | self._sources_in_layers()
         for e in self.engines:
             alias = lib.UM_PREFIX_ALIAS_CLEAN if self._clean(e) else lib.UM_PREFIX_ALIAS
             for kind, paths in ((lib.UM_PREFIX_PLAIN, e.prefixes), (lib.UM_PREFIX_KERNEL, e.kernel_prefixes),
@@ -177,6 +177,32 @@ class ClaimCompiler:
                 if newer and (p == b"/" or below.startswith(p.rstrip(b"/") + b"/")):
                     return False
         return True
+
+    def _sources_in_layers(self):
+        """(engine id, prefix) of move mounts' sources (alias prefixes) that
+        lie in the tree of an older layered mount (-r TREE --sandbox: the
+        tree is in the sandbox's cow view of /). A name below a dirfd there
+        (mkdir -p's mkdirat) may be a write that mount makes copy-on-write:
+        it is the layered prefix's to decide, not the kernel's (which would
+        write the real tree)."""
+        out = set()
+        for i, e in enumerate(self.engines):
+            if not e.move_prefixes:
+                continue
+            for p in e.alias_prefixes:
+                p = p.encode() if isinstance(p, str) else p
+                # the longest older prefix over p: layered, or real (an
+                # except= path of a layered mount: written for real)
+                best, layered = b"", False
+                for other in self.engines[:i]:
+                    for kind, paths in ((True, other.layered_prefixes), (False, other.real_prefixes)):
+                        for q in paths:
+                            q = q.encode() if isinstance(q, str) else q
+                            if under_any(p, (q,)) and (len(q) > len(best) or len(q) == len(best) and kind):
+                                best, layered = q, kind
+                if layered:
+                    out.add((id(e), p))
+        return out
 
     def _hidden_prefixes(self):
         """(engine id, prefix) of real and alias prefixes left out of the

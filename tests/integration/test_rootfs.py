@@ -13,9 +13,9 @@ import tempfile
 
 import pytest
 
-from conftest import need, need_user, umview_for
+from conftest import as_user, need, need_user, umview_for
 
-PROGRAMS = ("sh", "bash", "cat", "ls", "env", "rm")
+PROGRAMS = ("sh", "bash", "cat", "ls", "env", "rm", "mkdir")
 GUEST_LOADER = "/guestlib/ld.so"  # where only the tree has a loader
 
 
@@ -32,7 +32,7 @@ def _copy(path, root):
 
 @pytest.fixture
 def tree():
-    """A root tree of the host's sh, bash, cat, ls, env and rm with their
+    """A root tree of the host's sh, bash, cat, ls, env, rm and mkdir with their
     libraries (at /bin, so its own / is complete), an os-release of its own, a
     #! script, and `hello`, whose loader is at a path only the tree has."""
     need("gcc", "ldd")
@@ -219,6 +219,29 @@ def test_a_sandboxed_root_tree_changes_in_the_layer_and_stays_as_it_is(tree, use
     assert b"No such file" in r.stderr  # gone in the view
     assert open(victim, "rb").read() == before and os.path.exists(os.path.join(tree, "bin", "script"))
     assert f'"path": "{victim}"'.encode() in r.stdout  # the report names the tree's file
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_names_below_a_cwd_or_directory_fd_in_a_sandboxed_tree_change_in_the_layer(tree, user):
+    """mkdir -p works from the cwd (it enters each directory it makes), rm
+    -r from directory fds (unlinkat): in -r TREE --sandbox those names are
+    the sandbox's cow view's, as the tree's absolute paths are, and the tree
+    stays as it is (the kernel would have written the tree: Landlock
+    refused it, EACCES)."""
+    need_user(user)
+    for d, _, _ in os.walk(tree):
+        os.chmod(d, 0o777)  # natively the user may change the tree: only the sandbox keeps it
+    native = subprocess.run(as_user(user, ["sh", "-c", f"mkdir -p {tree}/x/y && rmdir {tree}/x/y {tree}/x"]),
+                            capture_output=True)
+    assert native.returncode == 0, native.stderr
+    listing = sorted(os.listdir(os.path.join(tree, "etc")))
+    # (no host path in /etc: a cwd there is then the tree's directory itself)
+    r = subprocess.run(umview_for(user, "-r", tree, "--host-paths", "/proc:/dev:/tmp", "--sandbox", "--", "sh", "-c",
+                                  "mkdir -p /etc/new/deep && ls -d /etc/new/deep && cd /etc && mkdir more && "
+                                  "cd / && rm -r /etc && ls /etc"), capture_output=True, timeout=120, cwd="/var/tmp")
+    assert r.stdout == b"/etc/new/deep\n", r.stderr
+    assert b"ls: cannot access '/etc': No such file or directory" in r.stderr
+    assert sorted(os.listdir(os.path.join(tree, "etc"))) == listing != []
 
 
 @pytest.mark.parametrize("user", ["root", "nobody"])
