@@ -60,7 +60,7 @@ def _deb(base):
     deb = os.path.join(base, "debs", "umview-story.deb")
     subprocess.run(["chown", "nobody:nogroup", os.path.dirname(pkg)], check=True)
     r = _as_nobody(base, "dpkg-deb", "--root-owner-group", "--build", pkg, deb)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 0, (r.stdout[-3000:] + r.stderr[-3000:]).decode(errors="replace")
     return deb
 
 
@@ -105,20 +105,20 @@ def test_an_arm64_debian_image_is_built_and_changed_by_a_normal_user_with_no_roo
                   suite, tree, mirror)
         if r.returncode != 0 and b"Failure trying to run" not in r.stderr + r.stdout:
             pytest.skip(f"debootstrap's first stage failed (no archive reachable?): {r.stderr.decode()[-300:]}")
-        assert r.returncode == 0, r.stderr
+        assert r.returncode == 0, (r.stdout[-3000:] + r.stderr[-3000:]).decode(errors="replace")
         r = _view(base, "-p", records, "--qemu", "-r", tree, "--host-paths", HOST_PATHS, "--",
                   "/debootstrap/debootstrap", "--second-stage")
         assert r.returncode == 0 and b"Base system installed successfully" in r.stdout, r.stdout[-2000:]
         r = _view(base, "-p", records, "--", "sh", "-c",
                   f"truncate -s 700M {img} && printf 'label: gpt\\nsize=16MiB, type=uefi, name=boot\\n"
                   f"type=linux, name=root\\n' | sfdisk -q {img}")
-        assert r.returncode == 0, r.stderr
+        assert r.returncode == 0, (r.stdout[-3000:] + r.stderr[-3000:]).decode(errors="replace")
         part = json.loads(subprocess.run(["sfdisk", "--json", img], capture_output=True, check=True).stdout)
         p2 = part["partitiontable"]["partitions"][1]
         offset, size = p2["start"] * 512, p2["size"] * 512
         r = _view(base, "-p", records, "--", "mkfs.ext4", "-q", "-L", "root", "-E", f"offset={offset}", "-d", tree,
                   img, f"{size // 1024}k")
-        assert r.returncode == 0, r.stderr
+        assert r.returncode == 0, (r.stdout[-3000:] + r.stderr[-3000:]).decode(errors="replace")
         before = digest_outside(img, offset, size)
         deb = _deb(base)
         os.makedirs(mnt)
@@ -128,7 +128,7 @@ def test_an_arm64_debian_image_is_built_and_changed_by_a_normal_user_with_no_roo
                   f"{HOST_PATHS}:{os.path.dirname(deb)}", "--", "/bin/sh", "-c",
                   f"uname -m && apt-get install -y -q {deb} && cat /usr/share/umview-story/hello "
                   "/var/lib/umview-story/ran && ls -ln /usr/bin/passwd")
-        assert r.returncode == 0, r.stderr
+        assert r.returncode == 0, (r.stdout[-3000:] + r.stderr[-3000:]).decode(errors="replace")
         out = r.stdout.decode()
         assert out.startswith("aarch64\n"), out
         assert "hello from the story\naarch64 0\n" in out, out
@@ -155,7 +155,7 @@ def test_an_arm64_debian_image_is_built_and_changed_by_a_normal_user_with_no_roo
             r = _view(base, "-0", "--qemu", "-r", tree, "--host-paths", f"{HOST_PATHS}:{os.path.dirname(deb)}",
                       "--sandbox", "--keep-layer", layer, "--report", f"{base}/report.json", "--", "apt-get",
                       "install", "-y", "-q", deb)
-            assert r.returncode == 0, r.stderr
+            assert r.returncode == 0, (r.stdout[-3000:] + r.stderr[-3000:]).decode(errors="replace")
             with open(f"{base}/report.json") as f:
                 created = {c["path"] for c in json.load(f)["created"]}
             hello = f"{tree}/usr/share/umview-story/hello"
