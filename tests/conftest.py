@@ -327,3 +327,23 @@ def digest_outside(path, offset, size):
         f.seek(offset + size)
         h.update(f.read())
     return h.hexdigest()
+
+
+def libraries(program):
+    """The libraries ldd says program loads, its loader included (last)."""
+    out = subprocess.run(["ldd", program], capture_output=True, text=True, check=True).stdout
+    return [w for line in out.splitlines() for w in line.split() if w.startswith("/")]
+
+
+def copy_host_programs(root, programs):
+    """The host's programs (names found on PATH) in root/bin, with their
+    libraries at their own paths below root: a root tree they run in."""
+    os.makedirs(os.path.join(root, "bin"), exist_ok=True)
+    for name in programs:
+        program = shutil.which(name)
+        for lib in libraries(program):
+            dest = os.path.join(root, lib.lstrip("/"))
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            shutil.copy2(os.path.realpath(lib), dest)
+        shutil.copy2(os.path.realpath(program), os.path.join(root, "bin", name))
+    return root

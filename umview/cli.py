@@ -849,23 +849,24 @@ def with_rootfs(args):
     return args.module[:k] + rootfs + args.module[k:]
 
 
-def _fs_without_owner(spec):
-    from umview.control import parse_spec  # lazy, as below
+def _parsed(spec):
+    """A -p spec's (name, options); (None, {}) for one the module's loading
+    will refuse (it says why then)."""
+    from umview.control import parse_spec  # lazy: cli starts without the package's modules
     try:
-        name, options = parse_spec(spec)
+        return parse_spec(spec)
     except ValueError:
-        return False
+        return None, {}
+
+
+def _fs_without_owner(spec):
+    name, options = _parsed(spec)
     return name == "fs" and "owner" not in options
 
 
 def _mounts_over(spec, path):
     """Does the -p spec mount something at start on path or above it?"""
-    from umview.control import parse_spec  # lazy: cli starts without the package's modules
-    try:
-        _name, options = parse_spec(spec)
-    except ValueError:
-        return False  # said when the module loads
-    for item in str(options.get("mount") or "").split(";"):
+    for item in str(_parsed(spec)[1].get("mount") or "").split(";"):
         parts = item.split(":")
         if len(parts) >= 2 and parts[1]:
             target = os.path.abspath(parts[1])

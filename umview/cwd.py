@@ -509,11 +509,9 @@ class CwdTracker(ExecInView, Engine):
                     return None  # gone: the kernel says so
                 base = self._from_real(real) or real
         else:
-            real = self._fd_target(tid, int(fd))
-            if real is None or not real.startswith(b"/") or real.endswith(b" (deleted)"):
+            real, base = self._fd_names(p, tid, int(fd))
+            if real is None:
                 return None  # no such fd, or a file no path names
-            entry = p.fds.get(int(fd))
-            base = entry[0] if entry is not None and entry[1] == real else self._from_real(real)
             if base is None and after is None and self.realize(real) != real:
                 # a file the view hides (opened before it, as a sandbox's
                 # stdout in the real /tmp): no path of the view names it. The
@@ -523,6 +521,17 @@ class CwdTracker(ExecInView, Engine):
                 return None
             base = base or real
         return base.rstrip(b"/") + b"/" + after if after else base
+
+    def _fd_names(self, p, tid, fd):
+        """(the kernel's path of thread tid's fd, the view's path of it) for
+        a file a path names (p: its process's record); (None, None) for none
+        (no such fd, a pipe, a deleted file), the view's None where no mount
+        shows the real path."""
+        real = self._fd_target(tid, fd)
+        if real is None or not real.startswith(b"/") or real.endswith(b" (deleted)"):
+            return None, None
+        entry = p.fds.get(fd)
+        return real, entry[0] if entry is not None and entry[1] == real else self._from_real(real)
 
     def _proc_readlink(self, call):
         """readlink of /proc/PID/exe, cwd, root or fd/N where the view knows
@@ -543,11 +552,7 @@ class CwdTracker(ExecInView, Engine):
             # a file a mount shows at another path (-r's tree: the kernel
             # names the tree's real path); one the kernel names right, or
             # with no path, is the kernel's to say
-            real = self._fd_target(int(task) if task else pid, int(fd))
-            if real is None or not real.startswith(b"/") or real.endswith(b" (deleted)"):
-                return None
-            entry = p.fds.get(int(fd))
-            value = entry[0] if entry is not None and entry[1] == real else self._from_real(real)
+            real, value = self._fd_names(p, int(task) if task else pid, int(fd))
             if value is None or value == real and mine is None:
                 return None
             value = self._inside(mine, value)

@@ -13,7 +13,7 @@ import tempfile
 
 import pytest
 
-from conftest import need, need_user, umview_for
+from conftest import copy_host_programs, need, need_user, umview_for
 
 PROGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs")
 # the ways a real chroot leaves open to root (the others the kernel closes too)
@@ -149,14 +149,7 @@ def test_proc_cwd_and_root_links_say_the_views_paths(place):
     script = (f"cd /unreal{tree} && readlink /proc/self/cwd && readlink /proc/$$/cwd; "
               f"exec chroot {tree} /bin/sh -c 'cd /in && /bin/readlink /proc/self/cwd /proc/self/root'")
     need("ldd")
-    os.makedirs(os.path.join(tree, "bin"))
-    for name in ("sh", "readlink"):
-        program = shutil.which(name)
-        shutil.copy2(program, os.path.join(tree, "bin"))
-        out = subprocess.run(["ldd", program], capture_output=True, text=True, check=True).stdout
-        for lib in (w for line in out.splitlines() for w in line.split() if w.startswith("/")):
-            os.makedirs(os.path.dirname(tree + lib), exist_ok=True)
-            shutil.copy2(os.path.realpath(lib), tree + lib)
+    copy_host_programs(tree, ("sh", "readlink"))
     native_sh = subprocess.run(["sh", "-c", f"cd {tree} && readlink /proc/self/cwd"], capture_output=True)
     assert native_sh.stdout == f"{tree}\n".encode()
     r = subprocess.run(umview_for("root", "-p", "unreal", "--", "sh", "-c", script), capture_output=True, timeout=60)

@@ -16,7 +16,7 @@ import tempfile
 
 import pytest
 
-from conftest import as_user, digest_outside, entry_for, need, need_user, run, umview_for
+from conftest import as_user, copy_host_programs, digest_outside, entry_for, need, need_user, run, umview_for
 
 # the servers a view of nobody runs open /dev/fuse as nobody
 pytestmark = pytest.mark.usefixtures("dev_fuse_for_nobody")
@@ -240,14 +240,7 @@ def test_a_fat_boot_partition_of_an_mbr_image_is_read_and_written_by_fusefat(dis
 
 def _host_programs_tree(where, programs):
     """A root tree of host programs and the libraries ldd names for them."""
-    for name in programs:
-        program = shutil.which(name)
-        os.makedirs(os.path.join(where, "bin"), exist_ok=True)
-        shutil.copy2(program, os.path.join(where, "bin", name))
-        out = subprocess.run(["ldd", program], capture_output=True, text=True, check=True).stdout
-        for lib in (w for line in out.splitlines() for w in line.split() if w.startswith("/")):
-            os.makedirs(os.path.dirname(where + lib), exist_ok=True)
-            shutil.copy2(os.path.realpath(lib), where + lib)
+    copy_host_programs(where, programs)
     os.makedirs(os.path.join(where, "etc"), exist_ok=True)
     with open(os.path.join(where, "etc", "hostname"), "w") as f:
         f.write("imagehost\n")

@@ -13,21 +13,10 @@ import tempfile
 
 import pytest
 
-from conftest import as_user, need, need_user, umview_for
+from conftest import as_user, copy_host_programs, libraries, need, need_user, umview_for
 
 PROGRAMS = ("sh", "bash", "cat", "ls", "env", "rm", "mkdir")
 GUEST_LOADER = "/guestlib/ld.so"  # where only the tree has a loader
-
-
-def _libraries(program):
-    out = subprocess.run(["ldd", program], capture_output=True, text=True, check=True).stdout
-    return [w for line in out.splitlines() for w in line.split() if w.startswith("/")]
-
-
-def _copy(path, root):
-    dest = os.path.join(root, path.lstrip("/"))
-    os.makedirs(os.path.dirname(dest), exist_ok=True)
-    shutil.copy2(os.path.realpath(path), dest)
 
 
 @pytest.fixture
@@ -38,19 +27,14 @@ def tree():
     need("gcc", "ldd")
     root = tempfile.mkdtemp(prefix="umview-rootfs-", dir="/var/tmp")
     try:
-        for name in PROGRAMS:
-            program = shutil.which(name)
-            for lib in _libraries(program):
-                _copy(lib, root)
-            os.makedirs(os.path.join(root, "bin"), exist_ok=True)
-            shutil.copy2(os.path.realpath(program), os.path.join(root, "bin", name))
+        copy_host_programs(root, PROGRAMS)
         os.makedirs(os.path.join(root, "etc"))
         with open(os.path.join(root, "etc", "os-release"), "w") as f:
             f.write('PRETTY_NAME="umview test tree"\n')
         with open(os.path.join(root, "bin", "script"), "w") as f:
             f.write('#!/bin/sh\necho "script $0 $*"\n')
         os.chmod(os.path.join(root, "bin", "script"), 0o755)
-        loader = os.path.realpath(_libraries(shutil.which("cat"))[-1])
+        loader = os.path.realpath(libraries(shutil.which("cat"))[-1])
         assert "ld-linux" in loader, loader
         os.makedirs(os.path.join(root, os.path.dirname(GUEST_LOADER).lstrip("/")))
         shutil.copy2(loader, os.path.join(root, GUEST_LOADER.lstrip("/")))
