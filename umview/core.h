@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 29
+#define UM_CORE_VERSION 30
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -179,6 +179,8 @@ struct um_stats {
     uint64_t served;          /* calls under a move mount that C served itself (emulate.c) */
     uint64_t served_fallback; /* ... that it looked at and left to Python (a symlink on the
                                * way, another file type, another identity) */
+    uint64_t inner_served;    /* inner tracers' ptrace requests that C answered from a held
+                               * stop (um_inner_stopped) */
 };
 
 int um_core_version(void);
@@ -369,6 +371,35 @@ int um_set_resume_signal(int tid, int sig);
 /* 1 if the monitor left tid in its group-stop (PTRACE_LISTEN) and no stop of
  * it came since: natively it is "T (stopped)", where /proc says "t". */
 int um_listening(int tid);
+/* tid is held at a stop its inner tracer, thread tracer, knows of (Python's
+ * Tracee.state "stopped"), and that tracer names it vtid: the data requests
+ * whose answer is the thread's own as the kernel gives it
+ * (PTRACE_GET_SYSCALL_INFO, PEEKTEXT, PEEKDATA; GETREGS and PEEKUSER unless
+ * shown: the view changed the call's number, which the tracer sees as it
+ * made it) are answered by C at the tracer's seccomp stop, without Python.
+ * tracer 0: not so (running, listening, or its tracer not known yet). */
+int um_inner_stopped(int tid, int tracer, int vtid, int shown);
+/* Thread tid's wait4(-1, ..., WNOHANG | __WALL, ...) would find nothing
+ * now (Python answered one so): C answers the next ones 0 itself until
+ * quiet is 0 again or a fork or exit in the view (um_family_gen). */
+int um_nohang_quiet(int tid, int quiet);
+/* An inner tracer's blocking wait that only the emulation can end (Python
+ * knows): asked while its UM_EV_SYSCALL is at hand, which Python answers
+ * CONTINUE; if the call is then as it came, at its seccomp stop, it stays
+ * there for at most 20 ms (docs/internals.md, "Tracers inside a view"). */
+int um_hold_wait(int tid);
+/* 1 if tid's wait is held so now. */
+int um_wait_held(int tid);
+/* A held wait's result: the call skipped with rval, the thread resumed. */
+int um_answer_wait(int tid, long rval);
+/* A held wait goes on into the kernel's wait (something the kernel reports
+ * ends it: a real child's exit). 1 if it was held. */
+int um_release_wait(int tid);
+/* A count of the fork, vfork and clone events and the exits the loop has
+ * taken: while it stays the same, the children and threads of a process of
+ * the view are those it had (what Python read of /proc/PID/task may be kept).
+ * An exit collected ahead (um_reap) counts when the loop reports it. */
+uint64_t um_family_gen(void);
 /* PTRACE_INTERRUPT tid; its coming PTRACE_EVENT_STOP goes to Python (UM_EV_STOP). */
 int um_interrupt(int tid);
 /* A held thread at a syscall-entry or seccomp stop: decide its call as it is

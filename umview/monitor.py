@@ -567,8 +567,9 @@ class Monitor:
         return call
 
     def defer(self, action):
-        """Run action() once the event at hand is answered (it may hand the
-        C core another stopped thread's call: um_decide_stopped)."""
+        """Run action() once the engines are done with the event at hand,
+        before it is answered (it may hand the C core another stopped
+        thread's call: um_decide_stopped)."""
         self._deferred.append(action)
 
     def dispatch_entry(self, ev):
@@ -638,15 +639,21 @@ class Monitor:
         return call
 
     def _run_deferred(self, ev):
-        """Answer the event at hand now, then run what waited for that."""
-        lib.um_finish(ev)
-        ev.kind = lib.UM_EV_DONE
+        """Run what waited for the event at hand, then answer it. A tracer's
+        resume of a tracee held at a call's entry decides that call and lets
+        the tracee go before the tracer's own ptrace() returns, as the
+        kernel wakes the tracee first: its next stop is then mostly there
+        by the time the tracer waits, and the wait is answered at once
+        instead of blocking and being interrupted (um_finish reads the
+        event's stop again)."""
         while self._deferred:
             action = self._deferred.pop(0)
             try:
                 action()
             except Exception:  # noqa: BLE001 - the monitor goes on
                 _log().exception("a deferred action of the ptrace emulation failed")
+        lib.um_finish(ev)
+        ev.kind = lib.UM_EV_DONE
 
     def _loop(self):
         ev = ffi.new("struct um_event *")

@@ -11,7 +11,7 @@ class Stats:
               "rewritten", "path_reads", "refused", "signals", "group_stops", "processes",
               "notifications", "layer_walks", "injected", "inject_failed", "notif_events", "addfd",
               "decided_once", "notif_stale", "write_failed", "own_trace", "pinned", "owned_pages", "regions",
-              "served", "served_fallback")
+              "served", "served_fallback", "inner_served")
 
     TOP = 12  # calls listed by format()
 
@@ -71,6 +71,9 @@ class Stats:
                 f"    answered by Python          {self.notif_events}"
                 + (f" ({self.addfd} with an fd)" if self.addfd else ""),
                 f"  events handed to Python       {self.python_events}",
+            ]
+            + ([f"  inner tracers' requests by C  {self.inner_served}"] if self.inner_served else [])
+            + [
                 f"  calls virtualized (skipped)   {self.skipped}",
                 f"  calls rewritten               {self.rewritten}",
                 f"  syscall-exit stops            {self.exit_stops}",

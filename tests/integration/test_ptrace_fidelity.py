@@ -66,6 +66,14 @@ TRACERS = {
     # event (it ran untraced)
     "cloneptrace": (("cloneptrace",), False, rb"grandchild: stopped by 19, event 0\ngrandchild: exited 7"),
     "inject": (("inject",), False, rb"code 128 pid 0, given SIGUSR2\nhandler: sig 12 code 0 pid tracer\n"),
+    # waits with nothing to report, which the view answers without the
+    # kernel (a blocking one held at its stop, WNOHANG ones by the C core):
+    # a signal still ends the blocking one, a later stop or an untraced
+    # child's exit still reaches the WNOHANG ones; data requests the C core
+    # serves at a stop (PEEKDATA, its EIO, GET_SYSCALL_INFO)
+    "waits": (("waitquiet",), False, rb"blocking wait while both run: Interrupted system call\n(.|\n)*"
+              rb"peek: 5eedf00d, errno 0\npeek of nothing: -1, errno 5\n(.|\n)*"
+              rb"second child stopped: yes, by 19\n(.|\n)*untraced child exited: yes, status 5\nkilled: 2"),
 }
 
 

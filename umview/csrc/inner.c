@@ -4,6 +4,7 @@
  * inside a view"). The policy (who traces whom, status words, requests) is
  * Python's (umview/innertrace.py). */
 #include "internal.h"
+#include <time.h>
 
 /* The real options of a thread: the monitor's, and PTRACE_EVENT_EXIT if its
  * inner tracer wants it. PTRACE_SETOPTIONS needs the thread stopped: if it
@@ -27,6 +28,8 @@ int um_set_inner(int tid, int flags)
     t->inner_seccomp = t->inner && (flags & UM_INNER_SECCOMP);
     t->inner_step = t->inner && (flags & UM_INNER_STEP);
     t->inner_emu = t->inner && (flags & UM_INNER_EMU);
+    if (!t->inner)
+        t->inner_by = t->inner_vtid = 0; /* detached: no tracer's requests answered here */
     if (t->inner != was_inner || t->opts_dirty)
         apply_options(tid);
     return 0;
@@ -87,6 +90,116 @@ int um_set_resume_signal(int tid, int sig)
 int um_listening(int tid)
 {
     return thr(tid)->listening;
+}
+
+int um_inner_stopped(int tid, int tracer, int vtid, int shown)
+{
+    struct um_thread *t = thr(tid);
+    t->inner_by = t->inner ? tracer : 0;
+    t->inner_vtid = t->inner_by ? vtid : 0;
+    t->inner_shown = t->inner_by && shown;
+    return 0;
+}
+
+/* A seccomp stop of thread tid's ptrace or wait4 call: a data request of an inner
+ * tracer on a tracee held at a stop the tracer knows of, answered here as
+ * Python would (umview/ptrace/requests.py: the kernel's request run on the
+ * tracee, its result copied to the tracer) without handing Python the event.
+ * 1 if answered (the call skipped with the request's result, tid resumed),
+ * else 0. Only the x86_64 ABI: the layouts are the monitor's own. A tracer
+ * that is itself traced has the call go through its tracer's stops first
+ * (Python's path). */
+int um_nohang_quiet(int tid, int quiet)
+{
+    thr(tid)->quiet_gen = quiet ? um_family_gen() + 1 : 0;
+    return 0;
+}
+
+/* Answer an inner tracer's call at its seccomp stop with rval, counted as a
+ * trapped call C decided (--stats). */
+static int answered(pid_t tid, const struct um_sci *si, long rval)
+{
+    int sc = lookup_sc(UM_ABI_X86_64, (long)si->seccomp.nr);
+    if (sc >= 0 && sc < MAX_SC)
+        sc_counts(0)[sc]++;
+    stats.inner_served++;
+    cur_sci = *si;
+    skip_call(tid, UM_ABI_X86_64, si->seccomp.args, rval);
+    resume(tid, PTRACE_CONT, 0);
+    return 1;
+}
+
+/* wait4(-1, status, WNOHANG | __WALL, rusage) of a tracer Python found
+ * nothing for, nothing having come since (um_nohang_quiet): 0, as Python
+ * would answer, and the kernel writes nothing. */
+static int quiet_wait(pid_t tid, const struct um_sci *si)
+{
+    if ((int)si->seccomp.args[0] != -1 || si->seccomp.args[2] != (WNOHANG | __WALL) ||
+        thr(tid)->quiet_gen != um_family_gen() + 1)
+        return 0;
+    return answered(tid, si, 0);
+}
+
+int inner_request(pid_t tid, const struct um_sci *si)
+{
+    if (abi_of(si) != UM_ABI_X86_64 || thr(tid)->inner)
+        return 0;
+    if (si->seccomp.nr == UM_NR_X86_64_wait4)
+        return quiet_wait(tid, si);
+    if (si->seccomp.nr != UM_NR_X86_64_ptrace)
+        return 0;
+    uint64_t req = si->seccomp.args[0], addr = si->seccomp.args[2], data = si->seccomp.args[3];
+    pid_t pid = (pid_t)si->seccomp.args[1]; /* the kernel takes it as a pid_t */
+    if (pid <= 0)
+        return 0;
+    struct um_thread *t = thr(pid);
+    if (t->inner_by != tid || t->inner_vtid != pid)
+        return 0;
+    union {
+        struct um_sci sci;
+        struct user_regs_struct regs;
+        uint64_t word;
+        char bytes[128];
+    } buf;
+    long r;
+    size_t len;
+    switch (req) {
+    case PTRACE_GET_SYSCALL_INFO:
+        /* the kernel copies min(its size, the tracer's) and returns its size */
+        memset(&buf, 0, sizeof buf);
+        r = ptrace(PTRACE_GET_SYSCALL_INFO, pid, sizeof buf.sci, &buf.sci);
+        len = r > 0 ? (size_t)r : 0;
+        if (len > sizeof buf.sci)
+            len = sizeof buf.sci; /* a newer kernel's longer record: what Python copies too */
+        if (len > addr)
+            len = (size_t)addr;
+        break;
+    case PTRACE_GETREGS:
+        if (t->inner_shown)
+            return 0; /* orig_rax shows the number the tracer saw (Tracee.shown_nr) */
+        r = ptrace(PTRACE_GETREGS, pid, 0, &buf.regs);
+        len = sizeof buf.regs;
+        break;
+    case PTRACE_PEEKUSER:
+        if (t->inner_shown)
+            return 0;
+        /* fallthrough */
+    case PTRACE_PEEKTEXT:
+    case PTRACE_PEEKDATA:
+        /* the system call stores the word at data (glibc's wrapper returns it) */
+        r = syscall(SYS_ptrace, (long)req, pid, addr, &buf.word);
+        len = sizeof buf.word;
+        break;
+    default:
+        return 0;
+    }
+    if (r < 0)
+        r = -errno;
+    else if (len && um_write_mem(tid, data, &buf, len) < 0)
+        r = -EFAULT;
+    else if (req != PTRACE_GET_SYSCALL_INFO)
+        r = 0;
+    return answered(tid, si, r);
 }
 
 int um_interrupt(int tid)
@@ -182,6 +295,119 @@ int um_reap(int tid, int *status)
         return -errno;
     if (p == 0)
         return 0;
-    defer_status(tid, *status); /* the loop reports it, as it came */
+    defer_status(tid, *status); /* the loop reports it, as it came (and counts it then) */
     return WIFEXITED(*status) || WIFSIGNALED(*status);
+}
+
+/* Waits of inner tracers held at their seccomp stop. A tracer's blocking wait
+ * that finds no stop yet, and that nothing but the emulation can end (each
+ * child of its process a live tracee of its own: Python asks, um_hold_wait),
+ * stays at its stop instead of blocking in the kernel: the stop it waits for
+ * answers it there (um_answer_wait), which costs one stop of the tracer's
+ * where blocking cost its interrupt, the interrupt stop and its answer. A
+ * signal cannot end a wait held so, nor can what the monitor does not see:
+ * after HOLD_WAIT_NS (or at a real child's exit, um_release_wait) it goes on
+ * into the kernel's wait, which the emulation then interrupts as before. */
+#define MAX_HELD_WAITS 64
+#define HOLD_WAIT_NS 20000000ULL /* 20 ms: the most a signal to a held tracer waits */
+static struct {
+    pid_t tid;
+    uint64_t deadline;
+} held_waits[MAX_HELD_WAITS];
+static int nheld_waits;
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
+}
+
+int um_hold_wait(int tid)
+{
+    thr(tid)->want_hold = 1;
+    return 0;
+}
+
+/* Hold tid at its stop (finish_reply): 1 if held, 0 if it must go on (no
+ * room, or no timed wait for the loop: chld_watch). */
+int hold_wait(pid_t tid)
+{
+    if (nheld_waits >= MAX_HELD_WAITS || !chld_watch())
+        return 0;
+    held_waits[nheld_waits].tid = tid;
+    held_waits[nheld_waits++].deadline = now_ns() + HOLD_WAIT_NS;
+    thr(tid)->wait_held = 1;
+    return 1;
+}
+
+void hold_wait_drop(pid_t tid)
+{
+    thr(tid)->wait_held = 0;
+    for (int i = 0; i < nheld_waits; i++)
+        if (held_waits[i].tid == tid) {
+            held_waits[i] = held_waits[--nheld_waits];
+            return;
+        }
+}
+
+/* The poll timeout until the first held wait's time is up: -1 if none. */
+int held_wait_timeout(void)
+{
+    if (!nheld_waits)
+        return -1;
+    uint64_t first = held_waits[0].deadline;
+    for (int i = 1; i < nheld_waits; i++)
+        if (held_waits[i].deadline < first)
+            first = held_waits[i].deadline;
+    uint64_t now = now_ns();
+    return first <= now ? 0 : (int)((first - now + 999999) / 1000000);
+}
+
+void held_waits_expire(void)
+{
+    uint64_t now = now_ns();
+    for (int i = 0; i < nheld_waits;) {
+        if (held_waits[i].deadline <= now) {
+            pid_t tid = held_waits[i].tid;
+            hold_wait_drop(tid); /* moves the last one here */
+            resume(tid, PTRACE_CONT, 0);
+            family_gen_bump(); /* the kernel's wait may reap a child: Python reads /proc again */
+        } else {
+            i++;
+        }
+    }
+}
+
+int um_wait_held(int tid)
+{
+    return thr(tid)->wait_held;
+}
+
+int um_answer_wait(int tid, long rval)
+{
+    if (!thr(tid)->wait_held)
+        return -EINVAL;
+    hold_wait_drop(tid);
+    struct um_sci si;
+    if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof si, &si) <= 0)
+        return -errno;
+    if (si.op != SI_SECCOMP) {
+        resume(tid, PTRACE_CONT, 0);
+        return -EINVAL;
+    }
+    stats.skipped++;
+    cur_sci = si;
+    skip_call(tid, abi_of(&si), si.seccomp.args, rval);
+    resume(tid, PTRACE_CONT, 0);
+    return 0;
+}
+
+int um_release_wait(int tid)
+{
+    if (!thr(tid)->wait_held)
+        return 0;
+    hold_wait_drop(tid);
+    resume(tid, PTRACE_CONT, 0);
+    return 1;
 }

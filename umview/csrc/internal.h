@@ -149,6 +149,13 @@ struct um_thread {
     unsigned inner_step : 1;  /* ... who single-steps it: resumed with PTRACE_SINGLESTEP */
     unsigned inner_emu : 1;   /* ... who resumed it with PTRACE_SYSEMU(_SINGLESTEP) */
     unsigned listening : 1;   /* left in its group-stop with PTRACE_LISTEN (um_listening) */
+    unsigned want_hold : 1;   /* its wait, if let through unchanged, is held at its stop (um_hold_wait) */
+    unsigned wait_held : 1;   /* ... and so it is, until answered, released or its time is up */
+    unsigned inner_shown : 1; /* ... held at a stop where it sees another call number (um_inner_stopped) */
+    pid_t inner_by;           /* ... held at a stop this tracer thread knows of: 0 if not */
+    uint64_t quiet_gen;       /* as a tracer: its WNOHANG wait finds nothing while family_gen
+                               * + 1 is this (um_nohang_quiet); 0 not known */
+    pid_t inner_vtid;         /* ... the id that tracer names it by */
     unsigned char resume_sig; /* its next resume sends this signal (um_set_resume_signal) */
     unsigned char injected_sig; /* resume_sig sent at a syscall-entry stop: its exit checks it */
     unsigned char defer_sig;  /* that signal ended the call's wait for the monitor: the call
@@ -255,6 +262,11 @@ void own_filters_moved(struct um_thread *from);
 void own_filter_exit(pid_t tid, const struct um_sci *si);
 void own_filters_attached(pid_t tid);
 
+/* inner.c */
+int inner_request(pid_t tid, const struct um_sci *si);
+uint64_t um_family_gen(void);
+void family_gen_bump(void);
+
 /* inject.c */
 uint64_t vdso_syscall(pid_t tid);
 int inject_step(pid_t tid, int op, struct um_sci *si, uint64_t *sigs);
@@ -338,6 +350,13 @@ int notif_event(struct um_event *ev);
 void finish_notif(struct um_event *ev);
 void end_notifications(void);
 pid_t wait_notif(int *status);
+int chld_watch(void);
+
+/* inner.c: waits of inner tracers held at their seccomp stop */
+int hold_wait(pid_t tid);
+void hold_wait_drop(pid_t tid);
+int held_wait_timeout(void);
+void held_waits_expire(void);
 
 /* spawn.c */
 extern int setup_fd, go_fd, listener_fd, sigchld_fd;

@@ -33,6 +33,21 @@ void resume(pid_t tid, int req, int sig)
 static struct { pid_t tid; int status; } deferred[MAX_DEFERRED];
 static int ndeferred;
 
+/* Counts the fork, vfork and clone events and the exits the loop took: a
+ * process's children and threads are as they were while it stays the same
+ * (um_family_gen). */
+static uint64_t family_gen;
+
+uint64_t um_family_gen(void)
+{
+    return family_gen;
+}
+
+void family_gen_bump(void)
+{
+    family_gen++;
+}
+
 int defer_full(void)
 {
     return ndeferred >= MAX_DEFERRED;
@@ -153,6 +168,11 @@ void finish_reply(struct um_event *ev)
     pid_t tid = ev->tid;
     int abi = ev->abi;
     int hold = ev->flags & UM_HOLD;
+    /* asked for this event alone, whatever it is (um_hold_wait); not for a
+     * tracer that is traced itself (its tracer's stops come first) */
+    int asked_hold = thr(tid)->want_hold, held = 0;
+    int want_hold = asked_hold && !thr(tid)->inner;
+    thr(tid)->want_hold = 0;
     if (ev->kind == UM_EV_SYSCALL) {
         /* after um_inject the call waits at its entry stop, whatever stop
          * Python was handed */
@@ -193,7 +213,12 @@ void finish_reply(struct um_event *ev)
                 ptrace(PTRACE_SYSCALL, tid, 0, 0);
             } else {
                 thr(tid)->exit_wanted = 0;
-                resume(tid, PTRACE_CONT, 0);
+                /* an inner tracer's wait at its seccomp stop, as it came:
+                 * held there for the stop it waits for (inner.c) */
+                held = want_hold && !from_entry && !(ev->changed & (UM_CHANGED_ARGS | UM_CHANGED_NR)) &&
+                       hold_wait(tid);
+                if (!held)
+                    resume(tid, PTRACE_CONT, 0);
             }
         }
     } else if (ev->kind == UM_EV_SYSCALL_EXIT) {
@@ -225,6 +250,8 @@ void finish_reply(struct um_event *ev)
         else
             resume(tid, PTRACE_CONT, event == 0 && sig != (SIGTRAP | 0x80) ? sig : 0);
     }
+    if (asked_hold && !held)
+        family_gen_bump(); /* a wait Python meant to hold went on into the kernel's: it may reap */
     ev->kind = UM_EV_DONE;
 }
 
@@ -477,6 +504,7 @@ int um_next(struct um_event *ev)
             return UM_EV_ERROR;
         }
         if (WIFEXITED(status) || WIFSIGNALED(status)) {
+            family_gen++;
             if (tid == first_pid)
                 first_status = status;
             if (thr(tid)->held)
@@ -539,6 +567,8 @@ int um_next(struct um_event *ev)
                 return stop_event(ev, tid, status, (long)si.seccomp.ret_data, &si);
             if (own)
                 continue; /* a RET_TRACE of the process's own filter (ownseccomp.c) */
+            if (inner_request(tid, &si))
+                continue; /* an inner tracer's request C answers (inner.c) */
             int r;
             if (decided(ev, tid, &si, abi_of(&si), si.seccomp.nr, si.seccomp.args, 0, &r))
                 return r;
@@ -663,6 +693,7 @@ int um_next(struct um_event *ev)
         if (sig == SIGTRAP && event) {
             unsigned long msg = 0;
             if (event == PTRACE_EVENT_FORK || event == PTRACE_EVENT_VFORK || event == PTRACE_EVENT_CLONE) {
+                family_gen++;
                 ptrace(PTRACE_GETEVENTMSG, tid, 0, &msg);
                 pid_t child = (pid_t)msg, held_release = 0;
                 /* its first stop came, and it was let go before this event (any

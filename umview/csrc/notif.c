@@ -286,6 +286,26 @@ void end_notifications(void)
     sigprocmask(SIG_SETMASK, &saved_mask, NULL);
 }
 
+/* SIGCHLD through a signalfd, so that the loop's wait for a stop can time
+ * out (a held wait's time, inner.c) where no notification made it so at
+ * spawn: 1 if it is, else 0. */
+int chld_watch(void)
+{
+    if (sigchld_fd >= 0)
+        return 1;
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    if (sigprocmask(SIG_BLOCK, &chld, &saved_mask))
+        return 0;
+    sigchld_fd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (sigchld_fd < 0) {
+        sigprocmask(SIG_SETMASK, &saved_mask, NULL);
+        return 0;
+    }
+    return 1;
+}
+
 /* Wait for the next ptrace stop, serving notifications meanwhile. */
 pid_t wait_notif(int *status)
 {
@@ -318,10 +338,15 @@ pid_t wait_notif(int *status)
             p[n].fd = setup_fd;
             p[n++].events = POLLIN;
         }
-        if (poll(p, (nfds_t)n, -1) < 0) {
+        int ready = poll(p, (nfds_t)n, held_wait_timeout());
+        if (ready < 0) {
             if (errno == EINTR)
                 continue;
             return -1;
+        }
+        if (ready == 0) {
+            held_waits_expire(); /* into the kernel's wait (inner.c) */
+            continue;
         }
         if (p[0].revents) {
             struct signalfd_siginfo si[8];

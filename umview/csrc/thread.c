@@ -110,6 +110,8 @@ int process_alive(pid_t tgid)
 void thread_forget(pid_t tid)
 {
     struct um_thread *t = thr(tid);
+    if (t->wait_held)
+        hold_wait_drop(tid);
     free(t->note);
     own_filters_drop(t);
     mm_leave(tid);

@@ -60,6 +60,9 @@ class InnerTracing(ProcView, Requests, Events, Waits, Engine):
         self._sigchld = {}  # tracer tgid -> (when asked, does it see SIGCHLD)
         self._levels = {}   # tracer tgid -> the depth of its pid namespace below the monitor's
         self._held = {}     # tid -> Tracee: held at its exit stop, its exit its tracer's (_exiting)
+        self._kids = {}     # tracer tgid -> (um_family_gen, its children) as last read (Waits._children)
+        self._quiet = set()  # tracer tids whose WNOHANG waits the C core answers (Waits._quieted)
+        self._kernel_waited = set()  # tracer tgids a wait of which went to the kernel since (Waits._wait)
         # the files other engines show (fakeroot's status) show this too
         fdpass.proc_editor = self._proc_edit
 

@@ -13,7 +13,7 @@ from umview.ptrace.abi import (_CLONE_PTRACE, EVENT_CLONE, EVENT_EXEC, EVENT_EXI
                                lib_PTRACE_LISTEN, NR, O_EXITKILL, O_TRACECLONE, O_TRACEEXEC, O_TRACEEXIT,
                                O_TRACEFORK, O_TRACESYSGOOD, O_TRACEVFORK, _ORIG_RAX, _RDI, _USER_REGS)
 from umview.ptrace.procfs import _notices, _ppid, _tgid, _tgkill
-from umview.ptrace.tracee import _dbg, _Exited, _stop, Tracee
+from umview.ptrace.tracee import _dbg, _DEBUG, _Exited, _stop, Tracee
 
 
 class Events:
@@ -130,6 +130,7 @@ class Events:
             # without a trace; the other threads' exits came as exits
             old = self.tracees.pop(ev.tid, None)
             del self.tracees[ev.msg]
+            lib.um_inner_stopped(ev.msg, 0, 0, 0)  # that tid is gone
             t.tid = ev.tid
             t.clone = False
             if old is not None:
@@ -237,6 +238,7 @@ class Events:
                 t.real_child = parent == t.tgid
             _dbg("gone", t.tid, "parent", parent, "tracer", t.tgid, "real child", t.real_child)
         if t.real_child and not t.clone:
+            self._release_held(t.tgid)  # the kernel's wait finds the exit
             return  # its tracer reaps it with its own wait, as its parent
         self.exited.setdefault(t.tgid, []).append(_Exited(t.tid, status, t.clone, t.pgid, t.proc, t.vtid))
         self._wake(t.tgid)
@@ -257,14 +259,22 @@ class Events:
         t.state = "stopped"
         t.kind = kind
         t.status = word
+        if t.tracer is not None and not _DEBUG:
+            # its data requests are the C core's to answer now (um_inner_stopped)
+            lib.um_inner_stopped(t.tid, t.tracer, t.vtid, t.shown_nr is not None)
         self._wake(t.tgid)
         return True
 
     def _wake(self, tgid):
         """A stop or exit for tracer process tgid: end a wait it blocks in, and
         send it SIGCHLD as the kernel does, where it can see it."""
+        if self._quiet:
+            self._unquiet()
         for waiter in [w for w in self.waiters if self.tgid_of(w) == tgid]:
-            lib.um_interrupt(waiter)
+            if lib.um_wait_held(waiter):
+                self._answer_held(waiter)
+            else:
+                lib.um_interrupt(waiter)
         if self._sees_sigchld(tgid):
             os.kill(tgid, signal.SIGCHLD)
 

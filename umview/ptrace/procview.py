@@ -20,7 +20,8 @@ class ProcView:
         TracerPid is its inner tracer's (0 for the monitor), and a thread the
         monitor stops shows the state it has natively: "t (tracing stop)" only
         at a stop its tracer knows of, "T (stopped)" in a group-stop the
-        monitor listens to, else running."""
+        monitor listens to, sleeping in a wait the monitor holds (a tracer's,
+        um_hold_wait), else running."""
         flags = call.open_flags()
         if call.name == "openat2" or (flags & 3) != os.O_RDONLY:
             return CONTINUE
@@ -105,7 +106,8 @@ class ProcView:
             # a stop of the monitor's own, or a group-stop it listens to, or
             # the exit stop a process waits at for its tracer (_exiting)
             shown = (b"Z (zombie)" if held else
-                     b"T (stopped)" if t is None and lib.um_listening(tid) else b"R (running)")
+                     b"T (stopped)" if t is None and lib.um_listening(tid) else
+                     b"S (sleeping)" if lib.um_wait_held(tid) else b"R (running)")
             shown = b"State:\t" + shown if status else b") " + shown[:1] + b" "
             text = text[:state.start()] + shown + text[state.end():]
         if status:

@@ -58,6 +58,7 @@ class Requests:
                 return Skip(-errno.EIO)
             t.state = "listening"
             t.status = None
+            lib.um_inner_stopped(pid, 0, 0, 0)
             core.check(lib.um_resume(pid, lib_PTRACE_LISTEN, 0))
             return Skip(0)
         if t.state != "stopped":
@@ -98,7 +99,8 @@ class Requests:
             return
         for task in tasks:
             self.waiters.setdefault(task, None)
-            lib.um_interrupt(task)
+            if not lib.um_wait_held(task):  # a held wait is the monitor's already
+                lib.um_interrupt(task)
 
     def _attach(self, call, req, pid, addr, data):
         if req == SEIZE:
@@ -125,6 +127,7 @@ class Requests:
         return Skip(0)
 
     def _add(self, t):
+        self._unquiet()  # a new tracee: its tracer's waits are Python's again
         t.pgid = _pgid(t.tid)
         self._activate()
         t.proc = _tgid(t.tid)
@@ -268,6 +271,7 @@ class Requests:
     def _resume(self, t, req, sig):
         kind = t.kind
         if req == DETACH:
+            self._unquiet()  # a child no tracee now: the kernel's wait may report it
             del self.tracees[t.tid]
             lib.um_set_inner(t.tid, 0)
             t.sys = t.step = t.emu = False  # it runs on untraced (a step asked before is not kept)
@@ -279,6 +283,7 @@ class Requests:
         t.state = "running"
         t.status = None
         t.kind = None
+        lib.um_inner_stopped(t.tid, 0, 0, 0)
         if kind != "exit":
             t.shown_nr = None
         tid = t.tid

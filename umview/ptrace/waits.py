@@ -11,7 +11,7 @@ from umview.core import ffi, lib
 from umview.engine import CONTINUE, CONTINUE_AFTER, Skip
 from umview.ptrace.abi import (CLD_DUMPED, CLD_EXITED, CLD_KILLED, CLD_TRAPPED, GETREGS, NR, _ORIG_RAX,
                                P_PGID, P_PID, P_PIDFD, _RAX, _RESTARTS, SETREGS, _USER_REGS, WALL, WCLONE,
-                               WEXITED, WNOHANG, WNOWAIT)
+                               WCONTINUED, WEXITED, WNOHANG, WNOWAIT, WSTOPPED)
 from umview.ptrace.procfs import _children, _exiting, _pgid, _uid, _zombie
 from umview.ptrace.tracee import _dbg, _DEBUG, _u64
 
@@ -21,6 +21,11 @@ class Waits:
 
     def _wait(self, call):
         tgid = self.tgid_of(call.tid)
+        if tgid in self._kernel_waited:
+            # a wait of its own ran in the kernel since: it may have reaped
+            # a child, which no fork or exit of the view's counts
+            self._kernel_waited.discard(tgid)
+            self._kids.pop(tgid, None)
         name = call.name
         args = self._wait_args(call.tid, name, [_u64(a) for a in call.args])
         self.waiters.pop(call.tid, None)  # a wait it left (a stop it was woken for may still come)
@@ -28,20 +33,26 @@ class Waits:
         if _DEBUG:
             _dbg(call.tid, name, [hex(a) for a in args[:4]], "served", served)
         if served is not None:
+            self._quieted(call.tid, tgid)
             return Skip(served)
         options = args[2] if name != "waitid" else args[3]
+        self._kernel_waited.add(tgid)  # unless answered here (below)
         if not self._candidates(tgid, name, args):
             return CONTINUE  # none of its tracees is concerned: the kernel's own
         if options & WNOHANG:
             self._catch_up(tgid)
             served = self._serve_wait(call.tid, tgid, name, args)
             if served is not None:
+                self._kernel_waited.discard(tgid)
                 return Skip(served)
-            if not self._real_candidates(tgid, name, args):
-                # no child of its own it waits for: the kernel would say
-                # ECHILD, but its tracees are there, none ready
+            if not self._real_candidates(tgid, name, args) or self._kernel_quiet(tgid, options):
+                # no child of its own it waits for (the kernel would say
+                # ECHILD, but its tracees are there, none ready), or none the
+                # kernel could report now
                 if name == "waitid" and args[2]:
                     core.write_mem(call.tid, args[2], bytes(128))
+                self._kernel_waited.discard(tgid)
+                self._quieted(call.tid, tgid)
                 return Skip(0)
             call.state(self).nohang = (name, args)
             return CONTINUE_AFTER
@@ -54,6 +65,12 @@ class Waits:
             self.waiters[call.tid] = call.state(self).paused = (call.orig_nr, name, args)
             return CONTINUE_AFTER
         self.waiters[call.tid] = (call.nr, name, args)
+        if self._kernel_quiet(tgid, options):
+            # only a stop or exit the monitor sees can end it: held at its
+            # stop for that (um_hold_wait), not blocked in the kernel (which
+            # it reaches only when released: _release_held, or its time up)
+            lib.um_hold_wait(call.tid)
+            self._kernel_waited.discard(tgid)
         return CONTINUE
 
     def exit(self, call):
@@ -119,10 +136,68 @@ class Waits:
         if any(t.real_child and t.tgid == tgid and self._match(tgid, name, args, t.tid, False)
                for t in self.tracees.values()):
             return True
-        children = _children(tgid)
+        children = self._children(tgid)
         if children is None:
             return True  # cannot tell: the real wait decides
         return any(self._match(tgid, name, args, c, False) for c in children)
+
+    def _quieted(self, tid, tgid):
+        """tid's wait was answered, or found nothing: if nothing else is there
+        for its process, its WNOHANG waits find nothing until a stop or exit
+        comes for it (_wake, _unquiet) or a fork or an exit in the view, and
+        the C core answers them (um_nohang_quiet: strace -f's WNOHANG wait
+        after each stop). Not for a tracer of threads, whose waits first
+        collect the exits of an exiting process's threads (_catch_up)."""
+        if self.exited.get(tgid) or any(t.clone or t.status is not None
+                                        for t in self.tracees.values() if t.tgid == tgid):
+            return
+        if not self._kernel_quiet(tgid, 0):
+            return
+        lib.um_nohang_quiet(tid, 1)
+        self._quiet.add(tid)
+
+    def _unquiet(self):
+        """Something may be there for a WNOHANG wait again: Python answers."""
+        for tid in self._quiet:
+            lib.um_nohang_quiet(tid, 0)
+        self._quiet.clear()
+
+    def _children(self, tgid):
+        """_children(tgid), read again only after a fork or an exit in the
+        view (um_family_gen): strace -f asks at each wait."""
+        gen = lib.um_family_gen()
+        kept = self._kids.get(tgid)
+        if kept is not None and kept[0] == gen:
+            return kept[1]
+        children = _children(tgid)
+        if children is not None:
+            if len(self._kids) > 256:
+                self._kids.clear()
+            self._kids[tgid] = (gen, children)
+        return children
+
+    def _kernel_quiet(self, tgid, options):
+        """Has the kernel's own wait of process tgid nothing to report now,
+        nor anything the monitor would not see first? So when each of its
+        children is a tracee of its own, alive: their stops are the
+        monitor's to report (the kernel gives them to the real tracer), and
+        an exit reaches the parent's wait only once the monitor collected
+        it, when the tracee is gone from these books. A stop or continue of
+        a child's group the kernel reports to its parent too: a wait for
+        those goes to the kernel. Spares strace -f's WNOHANG wait after each
+        stop its exit stop, and lets its blocking wait be held at its stop
+        (um_hold_wait) instead of blocking and being interrupted."""
+        if options & (WSTOPPED | WCONTINUED):
+            return False
+        children = self._children(tgid)
+        if children is None:
+            return False
+        tracees = self.tracees
+        for child in children:
+            t = tracees.get(child)
+            if t is None or t.tgid != tgid:
+                return False
+        return True
 
     def _serve_wait(self, tid, tgid, name, args):
         """Answer a wait from an emulated stop or exit: its result, or None."""
@@ -214,6 +289,26 @@ class Waits:
         if args[3]:
             core.write_mem(tid, args[3], bytes(144))  # struct rusage: not kept for emulated stops
         return vwho
+
+    def _answer_held(self, tid):
+        """A stop or exit came for the process of tid, held in a wait
+        (um_hold_wait): answer the wait at its stop if it is for it."""
+        waiter = self.waiters.get(tid)
+        if waiter is None:
+            lib.um_release_wait(tid)  # a wait whose arguments are not known: the kernel's
+            return
+        result = self._serve_waiter(tid, waiter)
+        if result is not None:
+            del self.waiters[tid]
+            lib.um_answer_wait(tid, result)
+            self._quieted(tid, self.tgid_of(tid))
+
+    def _release_held(self, tgid):
+        """Something the kernel reports ends the waits process tgid is held
+        in (its child's exit): they go on into the kernel's wait."""
+        for waiter in [w for w in self.waiters if self.tgid_of(w) == tgid]:
+            lib.um_release_wait(waiter)
+        self._kernel_waited.add(tgid)
 
     def _answer_waiter(self, tid):
         """The interrupt stop of a tracer blocked in a wait: answer it there if
