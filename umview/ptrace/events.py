@@ -272,7 +272,10 @@ class Events:
             self._unquiet()
         for waiter in [w for w in self.waiters if self.tgid_of(w) == tgid]:
             if lib.um_wait_held(waiter):
-                self._answer_held(waiter)
+                # answered once this event is done with: a wake may come
+                # in the middle of serving a wait (_serve_wait reaps, the
+                # exit wakes), which must not serve one inside it
+                self.monitor.defer(lambda waiter=waiter: self._answer_held(waiter))
             else:
                 lib.um_interrupt(waiter)
         if self._sees_sigchld(tgid):

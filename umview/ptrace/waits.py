@@ -294,6 +294,10 @@ class Waits:
         """A stop or exit came for the process of tid, held in a wait
         (um_hold_wait): answer the wait at its stop if it is for it."""
         waiter = self.waiters.get(tid)
+        if not lib.um_wait_held(tid):
+            if waiter is not None:
+                lib.um_interrupt(tid)  # released into the kernel's wait meanwhile
+            return
         if waiter is None:
             lib.um_release_wait(tid)  # a wait whose arguments are not known: the kernel's
             return
