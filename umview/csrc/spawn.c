@@ -332,12 +332,8 @@ int um_spawn(char *const argv[])
     spawn_err_fd = err[0];
     if (any_notif()) {
         /* the loop serves notifications and ptrace stops together: SIGCHLD
-         * through a signalfd tells it a tracee stopped */
-        sigset_t chld;
-        sigemptyset(&chld);
-        sigaddset(&chld, SIGCHLD);
-        sigprocmask(SIG_BLOCK, &chld, &saved_mask);
-        sigchld_fd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+         * through a signalfd tells it a tracee stopped (notif.c) */
+        chld_watch();
         setup_fd = lp[0];
         go_fd = go[1];
     } else {
