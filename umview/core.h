@@ -10,7 +10,7 @@
  * lines), so it holds declarations only, in plain C that cffi can parse.
  */
 
-#define UM_CORE_VERSION 30
+#define UM_CORE_VERSION 31
 
 /* ABIs, as decoded from ptrace_syscall_info.arch and the number */
 #define UM_ABI_X86_64 0
@@ -55,6 +55,9 @@
 #define UM_TRAP_VALUES 4 /* a ptrace stop only where the low word of one argument is one of
                           * the values um_filter_trap_values gave (the ioctl requests that
                           * change a file through any fd); the call runs unseen otherwise */
+#define UM_TRAP_NOTIF_VALUES 5 /* a notification where the low word of one argument is one of
+                                * the values (um_inner_notif), the call let run otherwise */
+#define UM_TRAP_NOTIF_VALUES_TRACE 6 /* the same, but a ptrace stop otherwise */
 #define UM_MAX_TRAP_VALUES 16
 
 /* event kinds returned by um_next() */
@@ -377,12 +380,27 @@ int um_listening(int tid);
  * (PTRACE_GET_SYSCALL_INFO, PEEKTEXT, PEEKDATA; GETREGS and PEEKUSER unless
  * shown: the view changed the call's number, which the tracer sees as it
  * made it) are answered by C at the tracer's seccomp stop, without Python.
- * tracer 0: not so (running, listening, or its tracer not known yet). */
-int um_inner_stopped(int tid, int tracer, int vtid, int shown);
+ * tracer 0: not so (running, listening, or its tracer not known yet).
+ * resume: the stop is one the tracer's PTRACE_SYSCALL or PTRACE_CONT with
+ * no signal may end in C too (UM_RESUME_ENTRY or _EXIT: a syscall stop,
+ * the thread not stepped, emulated or exiting); 0 if Python must. */
+int um_inner_stopped(int tid, int tracer, int vtid, int shown, int resume);
+#define UM_RESUME_ENTRY 1
+#define UM_RESUME_EXIT 2
+/* The tracees C resumed so since the last call (at most max): their tids
+ * and requests, for Python's records (InnerTracing.take_resumes). */
+int um_take_resumed(int *tids, int *reqs, int max);
+int um_resumed_pending(void);
 /* Thread tid's wait4(-1, ..., WNOHANG | __WALL, ...) would find nothing
  * now (Python answered one so): C answers the next ones 0 itself until
  * quiet is 0 again or a fork or exit in the view (um_family_gen). */
 int um_nohang_quiet(int tid, int quiet);
+/* Before the first process runs, where the view has a listener: an inner
+ * tracer's data requests (PTRACE_GET_SYSCALL_INFO, PEEKTEXT/DATA/USER,
+ * GETREGS) and its wait4(..., WNOHANG | __WALL, ...) of the x86_64 ABI are
+ * trapped as notifications, which the C core answers without a stop of the
+ * tracer's where it can (inner.c), every other ptrace request as before. */
+int um_inner_notif(void);
 /* An inner tracer's blocking wait that only the emulation can end (Python
  * knows): asked while its UM_EV_SYSCALL is at hand, which Python answers
  * CONTINUE; if the call is then as it came, at its seccomp stop, it stays

@@ -9,7 +9,7 @@ import errno
 import functools
 import os
 
-_EXPECTED_VERSION = 30
+_EXPECTED_VERSION = 31
 
 try:
     from umview._umcore import ffi, lib

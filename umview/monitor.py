@@ -525,6 +525,10 @@ class Monitor:
         else:
             self.table.load_into_core()
             self._trapped = set(self.dispatcher.load_into_core())
+        if notif:
+            # an inner tracer's data requests and WNOHANG waits: notifications
+            # the C core answers without a stop of the tracer's (inner.c)
+            core.check(lib.um_inner_notif())
         lib.um_set_spin(self.spin)
         lib.um_set_landlock(-1, 0) if self.landlock is None else lib.um_set_landlock(self.landlock.fd,
                                                                                       self.landlock.handled)
@@ -664,6 +668,8 @@ class Monitor:
             if self._deferred:
                 self._run_deferred(ev)
             kind = lib.um_next(ev)
+            if inner.tracees and lib.um_resumed_pending():
+                inner.take_resumes()  # resumed by the C core: Python's records first
             if kind == lib.UM_EV_SYSCALL:
                 self.dispatch_entry(ev)
             elif kind == lib.UM_EV_STOP:

@@ -36,6 +36,13 @@ int notifies_again(int abi, long nr, const uint64_t *args)
     long n = abi == UM_ABI_X32 ? nr & ~X32_BIT : nr;
     if (abi < 0 || abi >= UM_NABI || n < 0 || n >= MAX_NR || !notifies(trap[abi][n]))
         return 0;
+    if (by_values(trap[abi][n])) {
+        const struct value_trap *vt = value_trap_of(abi, n);
+        for (int i = 0; vt && i < vt->n; i++)
+            if ((uint32_t)args[vt->arg] == vt->v[i])
+                return 1;
+        return 0;
+    }
     int arg = trap[abi][n] == UM_TRAP_NOTIF_RW ? rw_arg(abi, nr) : -1;
     return arg < 0 || !((uint32_t)args[arg] & UM_O_WRITES);
 }
@@ -50,8 +57,13 @@ static void emit_search(struct bpf_buf *b, int abi, const long *nrs, const unsig
 {
     if (hi - lo <= 4) {
         for (int i = lo; i < hi; i++) {
-            const struct value_trap *vt = how[nrs[i]] == UM_TRAP_VALUES ? value_trap_of(abi, nrs[i]) : NULL;
+            const struct value_trap *vt = by_values(how[nrs[i]]) ? value_trap_of(abi, nrs[i]) : NULL;
             if (vt) {
+                /* UM_TRAP_VALUES: a stop for the values, else allowed; the
+                 * NOTIF_VALUES classes: a notification for them, else allowed
+                 * or a stop */
+                uint32_t hit = how[nrs[i]] == UM_TRAP_VALUES ? RET_TRACE_UM : SECCOMP_RET_USER_NOTIF;
+                uint32_t miss = how[nrs[i]] == UM_TRAP_NOTIF_VALUES_TRACE ? RET_TRACE_UM : SECCOMP_RET_ALLOW;
                 /* the accumulator is the argument from here on: every path returns */
                 emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nrs[i] | bias, 0,
                                                      (uint8_t)(2 * vt->n + 2)));
@@ -59,9 +71,9 @@ static void emit_search(struct bpf_buf *b, int abi, const long *nrs, const unsig
                                                      offsetof(struct seccomp_data, args) + 8 * (uint32_t)vt->arg));
                 for (int v = 0; v < vt->n; v++) {
                     emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, vt->v[v], 0, 1));
-                    emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, RET_TRACE_UM));
+                    emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, hit));
                 }
-                emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+                emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, miss));
                 continue;
             }
             int arg = how[nrs[i]] == UM_TRAP_NOTIF_RW ? rw_arg(abi, nrs[i] | bias) : -1;
@@ -257,7 +269,7 @@ int monitor_may_trace(int abi, uint64_t nr, const uint64_t *args)
         nr &= ~(uint64_t)X32_BIT;
     if (nr == UM_NR_CONTROL)
         return 1;
-    return nr < MAX_NR && (trap[abi][nr] || extra_trap[abi][nr]);
+    return nr < MAX_NR && ((trap[abi][nr] && trap[abi][nr] != UM_TRAP_NOTIF_VALUES) || extra_trap[abi][nr]);
 }
 
 int any_notif(void)
@@ -265,6 +277,16 @@ int any_notif(void)
     for (int a = 0; a < UM_NABI; a++)
         for (int i = 0; i < MAX_NR; i++)
             if (notifies(trap[a][i]))
+                return 1;
+    return 0;
+}
+
+/* Does the filter notify any call but an inner tracer's (um_inner_notif)? */
+int any_path_notif(void)
+{
+    for (int a = 0; a < UM_NABI; a++)
+        for (int i = 0; i < MAX_NR; i++)
+            if (notifies(trap[a][i]) && trap[a][i] != UM_TRAP_NOTIF_VALUES && trap[a][i] != UM_TRAP_NOTIF_VALUES_TRACE)
                 return 1;
     return 0;
 }
@@ -391,7 +413,7 @@ int build_inject(void)
     static unsigned char all[UM_NABI][MAX_NR];
     for (int a = 0; a < UM_NABI; a++)
         for (int i = 0; i < MAX_NR; i++)
-            all[a][i] = trap[a][i] || extra_trap[a][i] ? UM_TRAP_TRACE : 0;
+            all[a][i] = (trap[a][i] && trap[a][i] != UM_TRAP_NOTIF_VALUES) || extra_trap[a][i] ? UM_TRAP_TRACE : 0;
     int r = build_filter_of(&inject_buf, all, RET_TRACE_UM);
     if (r)
         return r;

@@ -92,69 +92,135 @@ int um_listening(int tid)
     return thr(tid)->listening;
 }
 
-int um_inner_stopped(int tid, int tracer, int vtid, int shown)
+int um_inner_stopped(int tid, int tracer, int vtid, int shown, int resume)
 {
     struct um_thread *t = thr(tid);
     t->inner_by = t->inner ? tracer : 0;
     t->inner_vtid = t->inner_by ? vtid : 0;
     t->inner_shown = t->inner_by && shown;
+    t->inner_resume = t->inner_by ? (unsigned)resume & 3 : 0;
     return 0;
 }
 
-/* A seccomp stop of thread tid's ptrace or wait4 call: a data request of an inner
- * tracer on a tracee held at a stop the tracer knows of, answered here as
- * Python would (umview/ptrace/requests.py: the kernel's request run on the
- * tracee, its result copied to the tracer) without handing Python the event.
- * 1 if answered (the call skipped with the request's result, tid resumed),
- * else 0. Only the x86_64 ABI: the layouts are the monitor's own. A tracer
- * that is itself traced has the call go through its tracer's stops first
- * (Python's path). */
+/* Tracees resumed by C (resume_request), until Python takes them */
+#define MAX_RESUMED 256
+static pid_t resumed_tid[MAX_RESUMED];
+static int resumed_req[MAX_RESUMED];
+static int nresumed;
+
+int um_take_resumed(int *tids, int *reqs, int max)
+{
+    int n = nresumed < max ? nresumed : max;
+    memcpy(tids, resumed_tid, (size_t)n * sizeof *tids);
+    memcpy(reqs, resumed_req, (size_t)n * sizeof *reqs);
+    memmove(resumed_tid, resumed_tid + n, (size_t)(nresumed - n) * sizeof *resumed_tid);
+    memmove(resumed_req, resumed_req + n, (size_t)(nresumed - n) * sizeof *resumed_req);
+    nresumed -= n;
+    return n;
+}
+
+int um_resumed_pending(void) { return nresumed; }
+
+/* The call of pid, held at its syscall-entry stop, decided as it now stands
+ * (um_decide_stopped's way) where C decides it alone: 1 if it may go on (or
+ * was refused: skipped with its errno), 0 if Python must see it (or it is
+ * its own filter's, or a seccomp stop stood in for): then nothing is done. */
+static int entry_decided_in_c(pid_t pid)
+{
+    static struct um_decide_in dec;
+    struct um_sci si;
+    if (thr(pid)->seccomp_stand_in || ptrace(PTRACE_GET_SYSCALL_INFO, pid, sizeof si, &si) <= 0 ||
+        si.op != SI_ENTRY || own_filters_trace(pid, &si))
+        return 0;
+    int abi = abi_of(&si);
+    long nr = abi == UM_ABI_X32 ? (long)(si.entry.nr & ~X32_BIT) : (long)si.entry.nr;
+    if (abi < 0 || nr < 0 || nr >= MAX_NR || !trap[abi][nr])
+        return 1;
+    dec.abi = abi;
+    dec.nr = si.entry.nr;
+    memcpy(dec.args, si.entry.args, sizeof dec.args);
+    int d = decide_call(pid, &dec, NULL);
+    if (d == UM_DECIDE_PYTHON) {
+        decided_again(dec.sc, d); /* Python decides it (um_decide_stopped): counted then */
+        return 0;
+    }
+    int err = refusal(pid, d);
+    if (err) {
+        stats.refused++;
+        cur_sci = si;
+        skip_call(pid, abi, si.entry.args, err);
+    } else {
+        pass_set(pid, si.entry.nr, si.entry.args); /* decided: its seccomp stop or notification passes */
+    }
+    return 1;
+}
+
+/* PTRACE_SYSCALL or PTRACE_CONT with no signal, of tracer tid, on pid held at
+ * a syscall stop its tracer knows of that C may end (um_inner_stopped's
+ * resume): done as Python's Requests._resume would (the entry's call
+ * decided first), the tracee noted for Python's records. 1 if done. */
+static int resume_request(pid_t tid, uint64_t req, pid_t pid, uint64_t sig)
+{
+    struct um_thread *t = thr(pid);
+    int kind = t->inner_resume;
+    if (sig || !kind || nresumed >= MAX_RESUMED || t->inner_step || t->inner_emu || t->listening)
+        return 0;
+    if (kind == UM_RESUME_ENTRY && !entry_decided_in_c(pid))
+        return 0;
+    (void)tid;
+    t->inner_sys = req == PTRACE_SYSCALL;
+    t->inner_by = t->inner_vtid = 0;
+    t->inner_shown = t->inner_resume = 0;
+    resumed_tid[nresumed] = pid;
+    resumed_req[nresumed++] = (int)req;
+    if (kind == UM_RESUME_ENTRY)
+        resume(pid, PTRACE_CONT, 0);
+    else
+        um_resume(pid, PTRACE_CONT, 0);
+    return 1;
+}
+
 int um_nohang_quiet(int tid, int quiet)
 {
-    thr(tid)->quiet_gen = quiet ? um_family_gen() + 1 : 0;
+    __atomic_store_n(&thr(tid)->quiet_gen, quiet ? um_family_gen() + 1 : 0, __ATOMIC_RELEASE);
     return 0;
-}
-
-/* Answer an inner tracer's call at its seccomp stop with rval, counted as a
- * trapped call C decided (--stats). */
-static int answered(pid_t tid, const struct um_sci *si, long rval)
-{
-    int sc = lookup_sc(UM_ABI_X86_64, (long)si->seccomp.nr);
-    if (sc >= 0 && sc < MAX_SC)
-        sc_counts(0)[sc]++;
-    stats.inner_served++;
-    cur_sci = *si;
-    skip_call(tid, UM_ABI_X86_64, si->seccomp.args, rval);
-    resume(tid, PTRACE_CONT, 0);
-    return 1;
 }
 
 /* wait4(-1, status, WNOHANG | __WALL, rusage) of a tracer Python found
  * nothing for, nothing having come since (um_nohang_quiet): 0, as Python
- * would answer, and the kernel writes nothing. */
-static int quiet_wait(pid_t tid, const struct um_sci *si)
+ * would answer, and the kernel writes nothing. Read on serving threads too:
+ * a stop or exit the main thread has not yet taken is, for the tracer, one
+ * that has not come yet. */
+static int nohang_quiet(pid_t tid, const uint64_t *args)
 {
-    if ((int)si->seccomp.args[0] != -1 || si->seccomp.args[2] != (WNOHANG | __WALL) ||
-        thr(tid)->quiet_gen != um_family_gen() + 1)
-        return 0;
-    return answered(tid, si, 0);
+    return (int)args[0] == -1 && args[2] == (WNOHANG | __WALL) &&
+           __atomic_load_n(&thr(tid)->quiet_gen, __ATOMIC_ACQUIRE) == um_family_gen() + 1;
 }
 
-int inner_request(pid_t tid, const struct um_sci *si)
+/* Is this ptrace request (args: the call's) one data_request may answer: a
+ * data request of tracer tid on a tracee held at a stop the tracer knows
+ * of (um_inner_stopped)? */
+static int data_request_ours(pid_t tid, const uint64_t *args)
 {
-    if (abi_of(si) != UM_ABI_X86_64 || thr(tid)->inner)
-        return 0;
-    if (si->seccomp.nr == UM_NR_X86_64_wait4)
-        return quiet_wait(tid, si);
-    if (si->seccomp.nr != UM_NR_X86_64_ptrace)
-        return 0;
-    uint64_t req = si->seccomp.args[0], addr = si->seccomp.args[2], data = si->seccomp.args[3];
-    pid_t pid = (pid_t)si->seccomp.args[1]; /* the kernel takes it as a pid_t */
+    pid_t pid = (pid_t)args[1]; /* the kernel takes it as a pid_t */
     if (pid <= 0)
         return 0;
     struct um_thread *t = thr(pid);
-    if (t->inner_by != tid || t->inner_vtid != pid)
+    return t->inner_by == tid && t->inner_vtid == pid;
+}
+
+/* A data request of an inner tracer on a tracee held at a stop it knows of,
+ * run here as Python would (umview/ptrace/requests.py: the kernel's request
+ * run on the tracee, its result copied to the tracer): 1 with *rval the
+ * call's result, 0 if it is Python's to answer. The main thread's alone
+ * (ptrace). */
+static int data_request(pid_t tid, const uint64_t *args, long *rval)
+{
+    if (!data_request_ours(tid, args))
         return 0;
+    uint64_t req = args[0], addr = args[2], data = args[3];
+    pid_t pid = (pid_t)args[1];
+    struct um_thread *t = thr(pid);
     union {
         struct um_sci sci;
         struct user_regs_struct regs;
@@ -164,6 +230,12 @@ int inner_request(pid_t tid, const struct um_sci *si)
     long r;
     size_t len;
     switch (req) {
+    case PTRACE_SYSCALL:
+    case PTRACE_CONT:
+        if (!resume_request(tid, req, pid, data))
+            return 0;
+        *rval = 0;
+        return 1;
     case PTRACE_GET_SYSCALL_INFO:
         /* the kernel copies min(its size, the tracer's) and returns its size */
         memset(&buf, 0, sizeof buf);
@@ -199,7 +271,80 @@ int inner_request(pid_t tid, const struct um_sci *si)
         r = -EFAULT;
     else if (req != PTRACE_GET_SYSCALL_INFO)
         r = 0;
-    return answered(tid, si, r);
+    *rval = r;
+    return 1;
+}
+
+/* Count an inner tracer's call C answered, as a trapped call C decided
+ * (--stats). */
+static void count_served(int abi, uint64_t nr)
+{
+    int sc = lookup_sc(abi, (long)nr);
+    if (sc >= 0 && sc < MAX_SC)
+        sc_counts(0)[sc]++;
+    stats.inner_served++;
+}
+
+/* A seccomp stop of thread tid's ptrace or wait4 call: a data request, or a
+ * WNOHANG wait that finds nothing, answered here without handing Python the
+ * event: 1 if answered (the call skipped with its result, tid resumed), else
+ * 0. Only the x86_64 ABI: the layouts are the monitor's own. A tracer that
+ * is itself traced has the call go through its tracer's stops first
+ * (Python's path). */
+int inner_request(pid_t tid, const struct um_sci *si)
+{
+    long r = 0;
+    if (abi_of(si) != UM_ABI_X86_64 || thr(tid)->inner)
+        return 0;
+    if (si->seccomp.nr == UM_NR_X86_64_wait4 ? !nohang_quiet(tid, si->seccomp.args)
+                                              : si->seccomp.nr != UM_NR_X86_64_ptrace ||
+                                                    !data_request(tid, si->seccomp.args, &r))
+        return 0;
+    count_served(UM_ABI_X86_64, si->seccomp.nr);
+    cur_sci = *si;
+    skip_call(tid, UM_ABI_X86_64, si->seccomp.args, r);
+    resume(tid, PTRACE_CONT, 0);
+    return 1;
+}
+
+/* The same calls come as notifications where the view has a listener
+ * (um_inner_notif): answered the same way, without a stop of the tracer's.
+ * 1 if answered, 0 if not one C answers (it goes the way of other notified
+ * calls: to Python through an interrupt), -1 on a serving thread (alone)
+ * for a request the main thread may answer (ptrace is its). */
+int inner_notif(const struct seccomp_notif *req, int alone)
+{
+    pid_t tid = (pid_t)req->pid;
+    const uint64_t *args = (const uint64_t *)req->data.args;
+    long r = 0;
+    if (req->data.arch != AUDIT_ARCH_X86_64 || thr(tid)->inner)
+        return 0;
+    if (req->data.nr == UM_NR_X86_64_wait4) {
+        if (!nohang_quiet(tid, args))
+            return 0;
+    } else if (req->data.nr == UM_NR_X86_64_ptrace) {
+        if (!data_request_ours(tid, args))
+            return 0;
+        if (alone)
+            return -1;
+        /* the tracer cannot be gone and its tid another's: it is the
+         * monitor's tracee, reaped by this thread. Its wait may have ended
+         * (a signal): the request is run again at its restart */
+        if (!data_request(tid, args, &r))
+            return 0;
+    } else {
+        return 0;
+    }
+    count_served(UM_ABI_X86_64, req->data.nr);
+    struct seccomp_notif_resp resp;
+    memset(&resp, 0, sizeof resp);
+    resp.id = req->id;
+    if (r < 0)
+        resp.error = (int32_t)r;
+    else
+        resp.val = r;
+    notif_ioctl(SECCOMP_IOCTL_NOTIF_SEND, &resp); /* ENOENT: a signal ended its wait */
+    return 1;
 }
 
 int um_interrupt(int tid)

@@ -152,6 +152,7 @@ struct um_thread {
     unsigned want_hold : 1;   /* its wait, if let through unchanged, is held at its stop (um_hold_wait) */
     unsigned wait_held : 1;   /* ... and so it is, until answered, released or its time is up */
     unsigned inner_shown : 1; /* ... held at a stop where it sees another call number (um_inner_stopped) */
+    unsigned inner_resume : 2; /* ... one its tracer's resume may end in C (UM_RESUME_*) */
     pid_t inner_by;           /* ... held at a stop this tracer thread knows of: 0 if not */
     uint64_t quiet_gen;       /* as a tracer: its WNOHANG wait finds nothing while family_gen
                                * + 1 is this (um_nohang_quiet); 0 not known */
@@ -241,6 +242,7 @@ int any_notif(void);
 void pass_set(pid_t tid, uint64_t nr, const uint64_t *args); /* thread.c */
 int pass_taken(pid_t tid, uint64_t nr, const uint64_t *args);
 int notifies_again(int abi, long nr, const uint64_t *args); /* filter.c */
+int any_path_notif(void); /* filter.c */
 int monitor_may_trace(int abi, uint64_t nr, const uint64_t *args);
 int own_filter_call(int abi, uint64_t nr, const uint64_t *args);
 int untraced_clone(int abi, uint64_t nr, const uint64_t *args);
@@ -264,6 +266,7 @@ void own_filters_attached(pid_t tid);
 
 /* inner.c */
 int inner_request(pid_t tid, const struct um_sci *si);
+int inner_notif(const struct seccomp_notif *req, int alone); /* inner.c */
 uint64_t um_family_gen(void);
 void family_gen_bump(void);
 
@@ -400,7 +403,15 @@ extern __thread struct um_stats stats; /* this thread's: um_stats_get sums them 
 extern int filter_fixed;
 int lookup_sc(int abi, long nr);
 /* does the filter trap this class with a user notification (for some arguments)? */
-static inline int notifies(unsigned char how) { return how == UM_TRAP_NOTIF || how == UM_TRAP_NOTIF_RW; }
+static inline int notifies(unsigned char how)
+{
+    return how == UM_TRAP_NOTIF || how == UM_TRAP_NOTIF_RW || how == UM_TRAP_NOTIF_VALUES ||
+           how == UM_TRAP_NOTIF_VALUES_TRACE;
+}
+static inline int by_values(unsigned char how)
+{
+    return how == UM_TRAP_VALUES || how == UM_TRAP_NOTIF_VALUES || how == UM_TRAP_NOTIF_VALUES_TRACE;
+}
 
 /* thread.c */
 extern long pid_max;

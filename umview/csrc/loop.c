@@ -40,12 +40,12 @@ static uint64_t family_gen;
 
 uint64_t um_family_gen(void)
 {
-    return family_gen;
+    return __atomic_load_n(&family_gen, __ATOMIC_ACQUIRE); /* read by serving threads too (inner.c) */
 }
 
 void family_gen_bump(void)
 {
-    family_gen++;
+    __atomic_add_fetch(&family_gen, 1, __ATOMIC_RELEASE);
 }
 
 int defer_full(void)
@@ -400,12 +400,14 @@ static int interrupted_wait(pid_t tid, const struct user_regs_struct *rp)
     int abi = r.cs == 0x23 ? UM_ABI_I386 : (raw & X32_BIT) ? UM_ABI_X32 : UM_ABI_X86_64;
     long nr = raw & ~X32_BIT;
     int sc = lookup_sc(abi, raw);
-    if (nr >= MAX_NR || !notifies(trap[abi][nr]) || sc < 0)
+    uint64_t args[6];
+    for (int i = 0; i < 6; i++)
+        args[i] = REG(&r, regmap[abi].args[i]);
+    /* a call the filter notifies with these arguments (a blocking wait4 is
+     * not: an inner tracer's WNOHANG one is, um_inner_notif) */
+    if (nr >= MAX_NR || !notifies_again(abi, raw, args))
         return 0;
-    if (path_args[abi][sc][0].path >= 0) {
-        uint64_t args[6];
-        for (int i = 0; i < 6; i++)
-            args[i] = REG(&r, regmap[abi].args[i]);
+    if (sc >= 0 && path_args[abi][sc][0].path >= 0) {
         char path[PATH_MAX + 1];
         struct stat st;
         if (um_resolve_path(tid, abi, sc, 0, args, path, sizeof path) > 0 && stat(path, &st) == 0 &&
@@ -504,7 +506,7 @@ int um_next(struct um_event *ev)
             return UM_EV_ERROR;
         }
         if (WIFEXITED(status) || WIFSIGNALED(status)) {
-            family_gen++;
+            family_gen_bump();
             if (tid == first_pid)
                 first_status = status;
             if (thr(tid)->held)
@@ -693,7 +695,7 @@ int um_next(struct um_event *ev)
         if (sig == SIGTRAP && event) {
             unsigned long msg = 0;
             if (event == PTRACE_EVENT_FORK || event == PTRACE_EVENT_VFORK || event == PTRACE_EVENT_CLONE) {
-                family_gen++;
+                family_gen_bump();
                 ptrace(PTRACE_GETEVENTMSG, tid, 0, &msg);
                 pid_t child = (pid_t)msg, held_release = 0;
                 /* its first stop came, and it was let go before this event (any

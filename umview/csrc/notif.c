@@ -126,7 +126,7 @@ static int serve_req(const struct seccomp_notif *req, int how)
 {
     pid_t tid = (pid_t)req->pid;
     const uint64_t *args = (const uint64_t *)req->data.args;
-    int alone = (how & SERVE_ALONE) != 0;
+    int alone = (how & SERVE_ALONE) != 0, r;
     struct seccomp_notif_resp resp;
     memset(&resp, 0, sizeof resp);
     resp.id = req->id;
@@ -139,6 +139,8 @@ static int serve_req(const struct seccomp_notif *req, int how)
         return 0; /* its own filters: ownseccomp.c's, the main thread's */
     } else if (!alone && own_trace_notif(req)) {
         return 1; /* its own filter's TRACE (ownseccomp.c): answered or taken */
+    } else if ((r = inner_notif(req, alone)) != 0) {
+        return r > 0; /* an inner tracer's data request or WNOHANG wait (inner.c) */
     } else {
         int abi = abi_from(req->data.arch, req->data.nr);
         if (alone && region_guarded(abi, req->data.nr, args))

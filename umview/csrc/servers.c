@@ -352,7 +352,10 @@ static void servers_activate(void)
 
 void servers_start(void)
 {
-    if (!wanted || listener_fd < 0 || servers_running)
+    /* where an inner tracer's calls are all the filter notifies (a view
+     * with no path module), the main thread serves them: a serving thread
+     * would hand it the data requests (ptrace is its) at a wake-up's cost */
+    if (!wanted || listener_fd < 0 || servers_running || !any_path_notif())
         return;
     pthread_once(&tables_rw_once, tables_rw_init);
     handover_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -354,7 +354,7 @@ static int um_filter_trap_nr_unlocked(int abi, long nr, int how)
     if (filter_fixed) {
         /* a trap the running filter lacks: for a filter stacked on each
          * tracee (um_filter_inject) */
-        if (!trap[abi][nr] && !extra_trap[abi][nr]) {
+        if ((!trap[abi][nr] || trap[abi][nr] == UM_TRAP_NOTIF_VALUES) && !extra_trap[abi][nr]) {
             extra_trap[abi][nr] = UM_TRAP_TRACE;
             extra_dirty = 1;
         }
@@ -367,6 +367,41 @@ static int um_filter_trap_nr_unlocked(int abi, long nr, int how)
 }
 
 LOCKED(um_filter_trap_nr, (int abi, long nr, int how), (abi, nr, how))
+
+/* Number nr of abi a notification where argument arg's low word is one of
+ * values, and as how_else says otherwise (UM_TRAP_NOTIF_VALUES: let run;
+ * _TRACE: a stop). Left as it is where something else traps it already. */
+static void trap_notif_values(int abi, long nr, int arg, const uint32_t *values, int n, int how_else)
+{
+    if ((trap[abi][nr] && trap[abi][nr] != UM_TRAP_TRACE) || value_trap_of(abi, nr) ||
+        nvalue_traps >= MAX_VALUE_TRAPS || n > UM_MAX_TRAP_VALUES)
+        return;
+    struct value_trap *t = &value_traps[nvalue_traps++];
+    t->abi = abi;
+    t->nr = nr;
+    t->arg = arg;
+    t->n = n;
+    memcpy(t->v, values, (size_t)n * sizeof *values);
+    trap[abi][nr] = (unsigned char)how_else;
+}
+
+static int um_inner_notif_unlocked(void)
+{
+    static const uint32_t reqs[] = {PTRACE_PEEKTEXT, PTRACE_PEEKDATA, PTRACE_PEEKUSER, PTRACE_GETREGS,
+                                    PTRACE_GET_SYSCALL_INFO};
+    static const uint32_t nohang[] = {WNOHANG | __WALL};
+    if (filter_fixed)
+        return -EBUSY;
+    /* every other request stops as before: the trap of the view's ptrace */
+    trap_notif_values(UM_ABI_X86_64, UM_NR_X86_64_ptrace, 0, reqs, 5, UM_TRAP_NOTIF_VALUES_TRACE);
+    /* other waits are trapped (a filter stacked) once there is a tracer */
+    trap_notif_values(UM_ABI_X86_64, UM_NR_X86_64_wait4, 2, nohang, 1,
+                      trap[UM_ABI_X86_64][UM_NR_X86_64_wait4] == UM_TRAP_TRACE ? UM_TRAP_NOTIF_VALUES_TRACE
+                                                                               : UM_TRAP_NOTIF_VALUES);
+    return 0;
+}
+
+LOCKED(um_inner_notif, (void), ())
 
 void um_set_event_mask(int mask) { event_mask = mask; }
 void um_set_spin(int n) { spin_iterations = n < 0 ? 0 : n; }

@@ -130,7 +130,7 @@ class Events:
             # without a trace; the other threads' exits came as exits
             old = self.tracees.pop(ev.tid, None)
             del self.tracees[ev.msg]
-            lib.um_inner_stopped(ev.msg, 0, 0, 0)  # that tid is gone
+            lib.um_inner_stopped(ev.msg, 0, 0, 0, 0)  # that tid is gone
             t.tid = ev.tid
             t.clone = False
             if old is not None:
@@ -260,8 +260,12 @@ class Events:
         t.kind = kind
         t.status = word
         if t.tracer is not None and not _DEBUG:
-            # its data requests are the C core's to answer now (um_inner_stopped)
-            lib.um_inner_stopped(t.tid, t.tracer, t.vtid, t.shown_nr is not None)
+            # its data requests are the C core's to answer now (um_inner_stopped),
+            # and at a syscall stop a plain PTRACE_SYSCALL or CONT (take_resumes)
+            resume = 0
+            if kind in ("entry", "exit") and not (t.step or t.emu or t.emu_entry or t.exiting):
+                resume = lib.UM_RESUME_ENTRY if kind == "entry" else lib.UM_RESUME_EXIT
+            lib.um_inner_stopped(t.tid, t.tracer, t.vtid, t.shown_nr is not None, resume)
         self._wake(t.tgid)
         return True
 

@@ -58,7 +58,7 @@ class Requests:
                 return Skip(-errno.EIO)
             t.state = "listening"
             t.status = None
-            lib.um_inner_stopped(pid, 0, 0, 0)
+            lib.um_inner_stopped(pid, 0, 0, 0, 0)
             core.check(lib.um_resume(pid, lib_PTRACE_LISTEN, 0))
             return Skip(0)
         if t.state != "stopped":
@@ -268,6 +268,31 @@ class Requests:
         return core.check(lib.um_ptrace(req, pid, addr, int(ffi.cast("uintptr_t", buf))))
 
     # --- resuming a held stop ---
+    _resumed = None
+
+    def take_resumes(self):
+        """The tracees the C core resumed for their tracers (a PTRACE_SYSCALL
+        or CONT with no signal at a syscall stop, um_inner_stopped): their
+        records as _resume leaves them. Taken before any other event."""
+        if self._resumed is None:
+            self._resumed = (ffi.new("int[256]"), ffi.new("int[256]"))
+        tids, reqs = self._resumed
+        while True:
+            n = lib.um_take_resumed(tids, reqs, 256)
+            for i in range(n):
+                t = self.tracees.get(tids[i])
+                if t is None:
+                    continue
+                t.sys = reqs[i] == SYSCALL
+                t.step = t.emu = False
+                if t.kind != "exit":
+                    t.shown_nr = None
+                t.state = "running"
+                t.status = None
+                t.kind = None
+            if n < 256:
+                return
+
     def _resume(self, t, req, sig):
         kind = t.kind
         if req == DETACH:
@@ -283,7 +308,7 @@ class Requests:
         t.state = "running"
         t.status = None
         t.kind = None
-        lib.um_inner_stopped(t.tid, 0, 0, 0)
+        lib.um_inner_stopped(t.tid, 0, 0, 0, 0)
         if kind != "exit":
             t.shown_nr = None
         tid = t.tid
