@@ -387,14 +387,42 @@ int um_listening(int tid);
 int um_inner_stopped(int tid, int tracer, int vtid, int shown, int resume);
 #define UM_RESUME_ENTRY 1
 #define UM_RESUME_EXIT 2
-/* The tracees C resumed so since the last call (at most max): their tids
- * and requests, for Python's records (InnerTracing.take_resumes). */
-int um_take_resumed(int *tids, int *reqs, int max);
-int um_resumed_pending(void);
+/* What the C core did for inner tracers that Python's records must learn
+ * before its next event (InnerTracing.take_notes), in order: */
+#define UM_NOTE_RESUME_SYSCALL 1 /* tid resumed with PTRACE_SYSCALL (no signal) */
+#define UM_NOTE_RESUME_CONT 2    /* ... with PTRACE_CONT */
+#define UM_NOTE_ENTRY 3          /* tid held at its syscall-entry stop, which its tracer's
+                                  * held wait took (the wait answered) */
+#define UM_NOTE_EXIT 4           /* ... at its syscall-exit stop */
+#define UM_NOTE_WAIT 5           /* tracer thread tid's wait4 (args) held at its stop */
+#define UM_NOTE_PENDING_ENTRY 6  /* tid held at its syscall-entry stop, its status word (args[0])
+                                  * for its tracer's next wait: C answers that wait if it can */
+#define UM_NOTE_PENDING_EXIT 7   /* ... at its syscall-exit stop */
+#define UM_NOTE_TAKEN 8          /* tid's pending status taken by its tracer's wait (C answered) */
+struct um_inner_note {
+    int tid;
+    int what;
+    uint64_t args[4];
+};
+/* The notes since the last call, at most max: how many. */
+int um_take_notes(struct um_inner_note *notes, int max);
+int um_notes_pending(void);
+/* Thread tid's tracer is thread tracer (0: not known yet), which names it
+ * vtid and asked for PTRACE_O_TRACESYSGOOD (sysgood): what the C core needs
+ * to report its syscall stops itself (UM_NOTE_ENTRY, _EXIT). */
+int um_set_inner_tracer(int tid, int tracer, int vtid, int sysgood);
+/* Python's wait took tid's status (UM_NOTE_PENDING_*): no longer C's to give. */
+int um_inner_taken(int tid);
 /* Thread tid's wait4(-1, ..., WNOHANG | __WALL, ...) would find nothing
  * now (Python answered one so): C answers the next ones 0 itself until
  * quiet is 0 again or a fork or exit in the view (um_family_gen). */
 int um_nohang_quiet(int tid, int quiet);
+#define UM_QUIET 1          /* nothing for its WNOHANG waits */
+#define UM_QUIET_HOLD 2     /* ... and its blocking wait4(-1, ..., __WALL, NULL) would be held
+                             * (a child, each a live tracee of its process's), no other thread of
+                             * its process waits, and it hears no SIGCHLD: the C core holds such
+                             * a wait, and reports syscall stops of its tracees itself (answering
+                             * the held wait, or pending for its next wait) */
 /* Before the first process runs, where the view has a listener: an inner
  * tracer's data requests (PTRACE_GET_SYSCALL_INFO, PEEKTEXT/DATA/USER,
  * GETREGS) and its wait4(..., WNOHANG | __WALL, ...) of the x86_64 ABI are

@@ -668,8 +668,8 @@ class Monitor:
             if self._deferred:
                 self._run_deferred(ev)
             kind = lib.um_next(ev)
-            if inner.tracees and lib.um_resumed_pending():
-                inner.take_resumes()  # resumed by the C core: Python's records first
+            if inner.tracees and lib.um_notes_pending():
+                inner.take_notes()  # what the C core did for inner tracers: Python's records first
             if kind == lib.UM_EV_SYSCALL:
                 self.dispatch_entry(ev)
             elif kind == lib.UM_EV_STOP:

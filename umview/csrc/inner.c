@@ -99,27 +99,109 @@ int um_inner_stopped(int tid, int tracer, int vtid, int shown, int resume)
     t->inner_vtid = t->inner_by ? vtid : 0;
     t->inner_shown = t->inner_by && shown;
     t->inner_resume = t->inner_by ? (unsigned)resume & 3 : 0;
+    t->entry_by_c = 0; /* Python's stop or resume: its exit is Python's to report */
+    cpend_drop(tid);
     return 0;
 }
 
-/* Tracees resumed by C (resume_request), until Python takes them */
-#define MAX_RESUMED 256
-static pid_t resumed_tid[MAX_RESUMED];
-static int resumed_req[MAX_RESUMED];
-static int nresumed;
+/* What C did for inner tracers, until Python takes it (um_take_notes) */
+#define MAX_NOTES 256
+static struct um_inner_note notes[MAX_NOTES];
+static int nnotes;
 
-int um_take_resumed(int *tids, int *reqs, int max)
+int um_take_notes(struct um_inner_note *out, int max)
 {
-    int n = nresumed < max ? nresumed : max;
-    memcpy(tids, resumed_tid, (size_t)n * sizeof *tids);
-    memcpy(reqs, resumed_req, (size_t)n * sizeof *reqs);
-    memmove(resumed_tid, resumed_tid + n, (size_t)(nresumed - n) * sizeof *resumed_tid);
-    memmove(resumed_req, resumed_req + n, (size_t)(nresumed - n) * sizeof *resumed_req);
-    nresumed -= n;
+    int n = nnotes < max ? nnotes : max;
+    memcpy(out, notes, (size_t)n * sizeof *out);
+    memmove(notes, notes + n, (size_t)(nnotes - n) * sizeof *notes);
+    nnotes -= n;
     return n;
 }
 
-int um_resumed_pending(void) { return nresumed; }
+int um_notes_pending(void) { return nnotes; }
+
+static void note(pid_t tid, int what, const uint64_t *args)
+{
+    struct um_inner_note *n = &notes[nnotes++];
+    n->tid = tid;
+    n->what = what;
+    if (args)
+        memcpy(n->args, args, sizeof n->args);
+    else
+        memset(n->args, 0, sizeof n->args);
+}
+
+int um_set_inner_tracer(int tid, int tracer, int vtid, int sysgood)
+{
+    struct um_thread *t = thr(tid);
+    t->inner_tracer = tracer;
+    t->inner_tvtid = vtid;
+    t->inner_sysgood = !!sysgood;
+    return 0;
+}
+
+/* Syscall stops C reported that their tracers have not waited for yet,
+ * oldest first (as Python's books serve them) */
+#define MAX_CPEND 64
+static pid_t cpend[MAX_CPEND];
+static int ncpend;
+
+static void cpend_add(pid_t tid, pid_t tracer, int word)
+{
+    struct um_thread *t = thr(tid);
+    cpend[ncpend++] = tid;
+    t->cpend_word = word;
+    t->cpend_tracer = tracer;
+    __atomic_add_fetch(&thr(tracer)->cpending, 1, __ATOMIC_RELEASE);
+}
+
+void cpend_drop(pid_t tid)
+{
+    struct um_thread *t = thr(tid);
+    if (!t->cpend_word)
+        return;
+    t->cpend_word = 0;
+    for (int i = 0; i < ncpend; i++)
+        if (cpend[i] == tid) {
+            memmove(cpend + i, cpend + i + 1, (size_t)(ncpend - i - 1) * sizeof *cpend);
+            ncpend--;
+            break;
+        }
+    struct um_thread *w = thr(t->cpend_tracer);
+    if (w->cpending > 0)
+        __atomic_sub_fetch(&w->cpending, 1, __ATOMIC_RELEASE);
+}
+
+int um_inner_taken(int tid)
+{
+    cpend_drop(tid);
+    return 0;
+}
+
+/* A wait4 of tracer thread tracer (args) that a pending stop C reported
+ * answers: for any child or that tracee, __WALL with or without WNOHANG, no
+ * rusage. The status word written, the stop taken: 1 with *rval the id the
+ * tracer names the tracee by; 0 if none. */
+static int take_cpend(pid_t tracer, const uint64_t *args, long *rval)
+{
+    uint32_t options = (uint32_t)args[2];
+    if (!thr(tracer)->cpending || args[3] || (options & ~(uint32_t)(WNOHANG | __WALL)) || !(options & __WALL))
+        return 0;
+    for (int i = 0; i < ncpend; i++) {
+        struct um_thread *t = thr(cpend[i]);
+        if (t->cpend_tracer != tracer || ((int)args[0] != -1 && (int)args[0] != t->inner_tvtid))
+            continue;
+        int word = t->cpend_word;
+        if (args[1] && um_write_mem(tracer, args[1], &word, sizeof word) != sizeof word)
+            return 0;
+        pid_t tid = cpend[i];
+        *rval = t->inner_tvtid;
+        cpend_drop(tid);
+        note(tid, UM_NOTE_TAKEN, NULL);
+        return 1;
+    }
+    return 0;
+}
 
 /* The call of pid, held at its syscall-entry stop, decided as it now stands
  * (um_decide_stopped's way) where C decides it alone: 1 if it may go on (or
@@ -163,7 +245,7 @@ static int resume_request(pid_t tid, uint64_t req, pid_t pid, uint64_t sig)
 {
     struct um_thread *t = thr(pid);
     int kind = t->inner_resume;
-    if (sig || !kind || nresumed >= MAX_RESUMED || t->inner_step || t->inner_emu || t->listening)
+    if (sig || !kind || nnotes >= MAX_NOTES || t->inner_step || t->inner_emu || t->listening)
         return 0;
     if (kind == UM_RESUME_ENTRY && !entry_decided_in_c(pid))
         return 0;
@@ -171,8 +253,9 @@ static int resume_request(pid_t tid, uint64_t req, pid_t pid, uint64_t sig)
     t->inner_sys = req == PTRACE_SYSCALL;
     t->inner_by = t->inner_vtid = 0;
     t->inner_shown = t->inner_resume = 0;
-    resumed_tid[nresumed] = pid;
-    resumed_req[nresumed++] = (int)req;
+    t->entry_by_c = kind == UM_RESUME_ENTRY; /* no number shown otherwise at its exit */
+    cpend_drop(pid); /* a stop resumed before a wait took it: no wait reports it (Python's too) */
+    note(pid, req == PTRACE_SYSCALL ? UM_NOTE_RESUME_SYSCALL : UM_NOTE_RESUME_CONT, NULL);
     if (kind == UM_RESUME_ENTRY)
         resume(pid, PTRACE_CONT, 0);
     else
@@ -182,8 +265,24 @@ static int resume_request(pid_t tid, uint64_t req, pid_t pid, uint64_t sig)
 
 int um_nohang_quiet(int tid, int quiet)
 {
+    thr(tid)->quiet_hold = (quiet & UM_QUIET_HOLD) != 0;
     __atomic_store_n(&thr(tid)->quiet_gen, quiet ? um_family_gen() + 1 : 0, __ATOMIC_RELEASE);
     return 0;
+}
+
+/* Is tracer thread tid's process quiet (um_nohang_quiet) and its blocking
+ * wait4 with these arguments one Python would hold: for any child or the
+ * one tracee vtid (0: any), __WALL, no rusage? */
+static int quiet_for_c(pid_t tid)
+{
+    struct um_thread *w = thr(tid);
+    return w->quiet_hold && !w->inner && w->quiet_gen == um_family_gen() + 1;
+}
+
+static int holdable_wait(pid_t tid, const uint64_t *args, pid_t vtid)
+{
+    return quiet_for_c(tid) && !thr(tid)->cpending && ((int)args[0] == -1 || (vtid && (int)args[0] == vtid)) &&
+           (uint32_t)args[2] == __WALL && !args[3];
 }
 
 /* wait4(-1, status, WNOHANG | __WALL, rusage) of a tracer Python found
@@ -193,7 +292,7 @@ int um_nohang_quiet(int tid, int quiet)
  * that has not come yet. */
 static int nohang_quiet(pid_t tid, const uint64_t *args)
 {
-    return (int)args[0] == -1 && args[2] == (WNOHANG | __WALL) &&
+    return (int)args[0] == -1 && args[2] == (WNOHANG | __WALL) && !__atomic_load_n(&thr(tid)->cpending, __ATOMIC_ACQUIRE) &&
            __atomic_load_n(&thr(tid)->quiet_gen, __ATOMIC_ACQUIRE) == um_family_gen() + 1;
 }
 
@@ -296,6 +395,23 @@ int inner_request(pid_t tid, const struct um_sci *si)
     long r = 0;
     if (abi_of(si) != UM_ABI_X86_64 || thr(tid)->inner)
         return 0;
+    if (si->seccomp.nr == UM_NR_X86_64_wait4 && nnotes < MAX_NOTES && quiet_for_c(tid) &&
+        take_cpend(tid, si->seccomp.args, &r)) {
+        /* a stop C reported, pending for it */
+        count_served(UM_ABI_X86_64, si->seccomp.nr);
+        cur_sci = *si;
+        skip_call(tid, UM_ABI_X86_64, si->seccomp.args, r);
+        resume(tid, PTRACE_CONT, 0);
+        return 1;
+    }
+    if (si->seccomp.nr == UM_NR_X86_64_wait4 && nnotes < MAX_NOTES && holdable_wait(tid, si->seccomp.args, 0) &&
+        hold_wait(tid, (long)si->seccomp.nr, si->seccomp.args)) {
+        /* a blocking wait that finds nothing, of a quiet tracer: held at
+         * its stop as Python would (Waits._wait, um_hold_wait) */
+        note(tid, UM_NOTE_WAIT, si->seccomp.args);
+        count_served(UM_ABI_X86_64, si->seccomp.nr);
+        return 1;
+    }
     if (si->seccomp.nr == UM_NR_X86_64_wait4 ? !nohang_quiet(tid, si->seccomp.args)
                                               : si->seccomp.nr != UM_NR_X86_64_ptrace ||
                                                     !data_request(tid, si->seccomp.args, &r))
@@ -320,8 +436,15 @@ int inner_notif(const struct seccomp_notif *req, int alone)
     if (req->data.arch != AUDIT_ARCH_X86_64 || thr(tid)->inner)
         return 0;
     if (req->data.nr == UM_NR_X86_64_wait4) {
-        if (!nohang_quiet(tid, args))
+        if (__atomic_load_n(&thr(tid)->cpending, __ATOMIC_ACQUIRE)) {
+            /* stops C reported are pending for it: the main thread's */
+            if (alone)
+                return -1;
+            if (nnotes >= MAX_NOTES || !quiet_for_c(tid) || !take_cpend(tid, args, &r))
+                return 0;
+        } else if (!nohang_quiet(tid, args)) {
             return 0;
+        }
     } else if (req->data.nr == UM_NR_X86_64_ptrace) {
         if (!data_request_ours(tid, args))
             return 0;
@@ -457,6 +580,8 @@ int um_reap(int tid, int *status)
 #define HOLD_WAIT_NS 20000000ULL /* 20 ms: the most a signal to a held tracer waits */
 static struct {
     pid_t tid;
+    long nr;
+    uint64_t args[6];
     uint64_t deadline;
 } held_waits[MAX_HELD_WAITS];
 static int nheld_waits;
@@ -476,10 +601,12 @@ int um_hold_wait(int tid)
 
 /* Hold tid at its stop (finish_reply): 1 if held, 0 if it must go on (no
  * room, or no timed wait for the loop: chld_watch). */
-int hold_wait(pid_t tid)
+int hold_wait(pid_t tid, long nr, const uint64_t *args)
 {
     if (nheld_waits >= MAX_HELD_WAITS || !chld_watch())
         return 0;
+    held_waits[nheld_waits].nr = nr;
+    memcpy(held_waits[nheld_waits].args, args, sizeof held_waits[nheld_waits].args);
     held_waits[nheld_waits].tid = tid;
     held_waits[nheld_waits++].deadline = now_ns() + HOLD_WAIT_NS;
     thr(tid)->wait_held = 1;
@@ -554,5 +681,59 @@ int um_release_wait(int tid)
         return 0;
     hold_wait_drop(tid);
     resume(tid, PTRACE_CONT, 0);
+    return 1;
+}
+
+/* A syscall stop (kind: UM_RESUME_ENTRY or _EXIT) of thread tid that its
+ * tracer waits for, reported by C as Python would (Events._report, then
+ * Waits._answer_held): its tracer thread is held in a wait4 that takes it
+ * (holdable_wait: nothing else is there for its process), so the status
+ * word goes to the wait, which returns the id the tracer names it by, and
+ * the thread stays at its stop, which C may end at the tracer's resume. An
+ * exit stop only after an entry C resumed (no other number shown). 1 if so
+ * (the thread held), else 0 (Python's). */
+int inner_stop(pid_t tid, int kind)
+{
+    struct um_thread *t = thr(tid);
+    pid_t tracer = t->inner_tracer;
+    if (!tracer || !t->inner || t->inner_step || t->inner_emu || nnotes >= MAX_NOTES ||
+        (kind == UM_RESUME_EXIT && !t->entry_by_c) || t->cpend_word)
+        return 0;
+    int word = 0x7f | ((SIGTRAP | (t->inner_sysgood ? 0x80 : 0)) << 8);
+    if (!thr(tracer)->wait_held) {
+        /* its tracer is not waiting (busy with another stop): pending for
+         * its next wait, unless the tracer may be blocked in the kernel's
+         * wait (then not quiet: a held wait that went on, or one of another
+         * thread), which only Python's interrupt would end */
+        if (ncpend >= MAX_CPEND || !quiet_for_c(tracer))
+            return 0;
+        uint64_t args[4] = {(uint64_t)(uint32_t)word, 0, 0, 0};
+        t->entry_by_c = 0;
+        t->inner_by = tracer;
+        t->inner_vtid = t->inner_tvtid;
+        t->inner_shown = 0;
+        t->inner_resume = (unsigned)kind;
+        cpend_add(tid, tracer, word);
+        note(tid, kind == UM_RESUME_ENTRY ? UM_NOTE_PENDING_ENTRY : UM_NOTE_PENDING_EXIT, args);
+        stats.inner_served++;
+        return 1;
+    }
+    int i;
+    for (i = 0; i < nheld_waits && held_waits[i].tid != tracer; i++)
+        ;
+    if (i == nheld_waits || held_waits[i].nr != UM_NR_X86_64_wait4 ||
+        !holdable_wait(tracer, held_waits[i].args, t->inner_tvtid))
+        return 0;
+    if (held_waits[i].args[1] && um_write_mem(tracer, held_waits[i].args[1], &word, sizeof word) != sizeof word)
+        return 0;
+    t->entry_by_c = 0;
+    t->inner_by = tracer;
+    t->inner_vtid = t->inner_tvtid;
+    t->inner_shown = 0;
+    t->inner_resume = (unsigned)kind;
+    note(tid, kind == UM_RESUME_ENTRY ? UM_NOTE_ENTRY : UM_NOTE_EXIT, NULL);
+    thr(tracer)->wait_nr = 0;
+    stats.inner_served++;
+    um_answer_wait(tracer, t->inner_tvtid);
     return 1;
 }

@@ -153,6 +153,16 @@ struct um_thread {
     unsigned wait_held : 1;   /* ... and so it is, until answered, released or its time is up */
     unsigned inner_shown : 1; /* ... held at a stop where it sees another call number (um_inner_stopped) */
     unsigned inner_resume : 2; /* ... one its tracer's resume may end in C (UM_RESUME_*) */
+    unsigned quiet_hold : 1;  /* as a tracer: ... and its blocking wait may be held by C (UM_QUIET_HOLD) */
+    unsigned entry_by_c : 1;  /* ... resumed by C from its entry stop: its exit stop C may report */
+    unsigned inner_sysgood : 1; /* its tracer asked for PTRACE_O_TRACESYSGOOD (um_set_inner_tracer) */
+    pid_t inner_tracer;       /* its tracer's thread, 0 if not known */
+    int cpend_word;           /* a syscall stop C reported, pending for its tracer's wait: its
+                               * status word (0: none) */
+    pid_t cpend_tracer;       /* ... the tracer thread it is pending for */
+    int cpending;             /* as a tracer thread: how many are pending for it (read by
+                               * serving threads) */
+    pid_t inner_tvtid;        /* the id that tracer names it by */
     pid_t inner_by;           /* ... held at a stop this tracer thread knows of: 0 if not */
     uint64_t quiet_gen;       /* as a tracer: its WNOHANG wait finds nothing while family_gen
                                * + 1 is this (um_nohang_quiet); 0 not known */
@@ -266,6 +276,8 @@ void own_filters_attached(pid_t tid);
 
 /* inner.c */
 int inner_request(pid_t tid, const struct um_sci *si);
+int inner_stop(pid_t tid, int kind); /* inner.c: a syscall stop C reports itself */
+void cpend_drop(pid_t tid);         /* inner.c: ... no longer pending */
 int inner_notif(const struct seccomp_notif *req, int alone); /* inner.c */
 uint64_t um_family_gen(void);
 void family_gen_bump(void);
@@ -356,7 +368,7 @@ pid_t wait_notif(int *status);
 int chld_watch(void);
 
 /* inner.c: waits of inner tracers held at their seccomp stop */
-int hold_wait(pid_t tid);
+int hold_wait(pid_t tid, long nr, const uint64_t *args);
 void hold_wait_drop(pid_t tid);
 int held_wait_timeout(void);
 void held_waits_expire(void);

@@ -216,7 +216,7 @@ void finish_reply(struct um_event *ev)
                 /* an inner tracer's wait at its seccomp stop, as it came:
                  * held there for the stop it waits for (inner.c) */
                 held = want_hold && !from_entry && !(ev->changed & (UM_CHANGED_ARGS | UM_CHANGED_NR)) &&
-                       hold_wait(tid);
+                       hold_wait(tid, ev->nr, ev->args);
                 if (!held)
                     resume(tid, PTRACE_CONT, 0);
             }
@@ -591,8 +591,11 @@ int um_next(struct um_event *ev)
                 free(note_take(tid, -1, 0, NULL));
                 return stop_event(ev, tid, 0x7f | (SIGTRAP << 8) | (PTRACE_EVENT_SECCOMP << 16), t->seccomp_data, &si);
             }
-            if (si.op == SI_ENTRY && !thr(tid)->await_entry && (thr(tid)->inner_sys || thr(tid)->inner_emu))
+            if (si.op == SI_ENTRY && !thr(tid)->await_entry && (thr(tid)->inner_sys || thr(tid)->inner_emu)) {
+                if (inner_stop(tid, UM_RESUME_ENTRY))
+                    continue; /* reported to its tracer by C (inner.c) */
                 return stop_event(ev, tid, status, UM_STOP_ENTRY, &si); /* the inner tracer's */
+            }
             if (si.op == SI_ENTRY && (thr(tid)->inner_sys || thr(tid)->inner_emu) && !thr(tid)->defer_sig) {
                 /* the restart of a notified call the monitor interrupted,
                  * now that a tracer wants syscall stops (it attached while
@@ -672,8 +675,11 @@ int um_next(struct um_event *ev)
                     resume(tid, PTRACE_CONT, 0);
                     continue;
                 }
-                if (si.op == SI_EXIT && thr(tid)->inner_sys)
+                if (si.op == SI_EXIT && thr(tid)->inner_sys) {
+                    if (inner_stop(tid, UM_RESUME_EXIT))
+                        continue; /* reported to its tracer by C (inner.c) */
                     return stop_event(ev, tid, status, UM_STOP_EXIT, &si); /* the inner tracer's */
+                }
                 if (si.op == SI_EXIT && thr(tid)->inner_step) /* the step ends here (a PTRACE_SYSCALL */
                     return stop_event(ev, tid, status, UM_STOP_STEP, &si); /* took its trap's place) */
                 resume(tid, PTRACE_CONT, 0);

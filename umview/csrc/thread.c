@@ -112,6 +112,7 @@ void thread_forget(pid_t tid)
     struct um_thread *t = thr(tid);
     if (t->wait_held)
         hold_wait_drop(tid);
+    cpend_drop(tid);
     free(t->note);
     own_filters_drop(t);
     mm_leave(tid);

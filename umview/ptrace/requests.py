@@ -13,8 +13,8 @@ from umview.engine import Skip
 from umview.ptrace.abi import (ATTACH, CONT, DETACH, GET_RSEQ_CONFIGURATION, GET_SYSCALL_INFO,
                                GET_THREAD_AREA, GETEVENTMSG, GETFPREGS, GETREGS, GETREGSET, GETSIGINFO,
                                GETSIGMASK, INTERRUPT, KILL, lib_PTRACE_CONT, lib_PTRACE_LISTEN,
-                               lib_PTRACE_SINGLESTEP, LISTEN, O_MASK, O_SUSPEND_SECCOMP, O_TRACESECCOMP,
-                               _ORIG_RAX, PEEKDATA, PEEKSIGINFO, PEEKTEXT, PEEKUSER, POKEDATA, POKETEXT,
+                               lib_PTRACE_SINGLESTEP, LISTEN, NR, O_MASK, O_SUSPEND_SECCOMP, O_TRACESECCOMP,
+                               O_TRACESYSGOOD, _ORIG_RAX, PEEKDATA, PEEKSIGINFO, PEEKTEXT, PEEKUSER, POKEDATA, POKETEXT,
                                POKEUSER, _RIP, SEIZE, SET_SYSCALL_INFO, SET_THREAD_AREA, SETFPREGS,
                                SETOPTIONS, SETREGS, SETREGSET, SETSIGINFO, SETSIGMASK, SINGLEBLOCK,
                                SINGLESTEP, SYSCALL, SYSEMU, SYSEMU_SINGLESTEP, TRACEME, _TRAP_BRKPT,
@@ -71,6 +71,7 @@ class Requests:
     def _is_its_tracer(self, t, tid):
         if t.tracer is None and self.tgid_of(tid) == t.tgid:
             t.tracer = tid  # TRACEME: the parent's thread that asks first
+            self._sync(t)
         return t.tracer == tid
 
     def _traceme(self, call):
@@ -147,6 +148,7 @@ class Requests:
         if t.emu:
             flags |= lib.UM_INNER_EMU
         lib.um_set_inner(t.tid, flags)
+        lib.um_set_inner_tracer(t.tid, t.tracer or 0, t.vtid, t.options & O_TRACESYSGOOD)
 
     def _request(self, call, t, req, pid, addr, data):
         tracer = call.tid
@@ -268,22 +270,50 @@ class Requests:
         return core.check(lib.um_ptrace(req, pid, addr, int(ffi.cast("uintptr_t", buf))))
 
     # --- resuming a held stop ---
-    _resumed = None
+    _notes = None
 
-    def take_resumes(self):
-        """The tracees the C core resumed for their tracers (a PTRACE_SYSCALL
-        or CONT with no signal at a syscall stop, um_inner_stopped): their
-        records as _resume leaves them. Taken before any other event."""
-        if self._resumed is None:
-            self._resumed = (ffi.new("int[256]"), ffi.new("int[256]"))
-        tids, reqs = self._resumed
+    def take_notes(self):
+        """What the C core did for inner tracers since Python's last event
+        (um_take_notes), into these records, in order: a tracee resumed by
+        its tracer's PTRACE_SYSCALL or CONT, as _resume leaves it; a syscall
+        stop reported, its status taken by its tracer's wait, as _report and
+        _answer_held leave them, or pending for its next wait, and later
+        taken by one; a tracer's wait held, as _wait leaves it."""
+        if self._notes is None:
+            self._notes = ffi.new("struct um_inner_note[256]")
+        notes = self._notes
         while True:
-            n = lib.um_take_resumed(tids, reqs, 256)
+            n = lib.um_take_notes(notes, 256)
             for i in range(n):
-                t = self.tracees.get(tids[i])
+                note = notes[i]
+                what = note.what
+                if what == lib.UM_NOTE_WAIT:
+                    tid = note.tid
+                    self.waiters[tid] = (NR["wait4"], "wait4", [note.args[0], note.args[1], note.args[2],
+                                                              note.args[3], 0, 0])
+                    self._kernel_waited.discard(self.tgid_of(tid))
+                    continue
+                t = self.tracees.get(note.tid)
                 if t is None:
                     continue
-                t.sys = reqs[i] == SYSCALL
+                if what == lib.UM_NOTE_TAKEN:
+                    t.status = None
+                    continue
+                if what in (lib.UM_NOTE_ENTRY, lib.UM_NOTE_EXIT, lib.UM_NOTE_PENDING_ENTRY,
+                            lib.UM_NOTE_PENDING_EXIT):
+                    entry = what in (lib.UM_NOTE_ENTRY, lib.UM_NOTE_PENDING_ENTRY)
+                    if entry:
+                        t.shown_nr = None
+                        t.emu_entry = t.emu
+                    t.state = "stopped"
+                    t.kind = "entry" if entry else "exit"
+                    if what in (lib.UM_NOTE_ENTRY, lib.UM_NOTE_EXIT):
+                        t.status = None  # taken by the wait C answered
+                        self.waiters.pop(t.tracer, None)
+                    else:
+                        t.status = note.args[0]  # for its tracer's next wait
+                    continue
+                t.sys = what == lib.UM_NOTE_RESUME_SYSCALL
                 t.step = t.emu = False
                 if t.kind != "exit":
                     t.shown_nr = None

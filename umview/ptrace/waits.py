@@ -63,8 +63,10 @@ class Waits:
             lib.um_set_wait_nr(call.tid, call.nr)
             call.set_syscall("pause", [])
             self.waiters[call.tid] = call.state(self).paused = (call.orig_nr, name, args)
+            self._unquiet_others(call.tid, tgid)
             return CONTINUE_AFTER
         self.waiters[call.tid] = (call.nr, name, args)
+        self._unquiet_others(call.tid, tgid)
         if self._kernel_quiet(tgid, options):
             # only a stop or exit the monitor sees can end it: held at its
             # stop for that (um_hold_wait), not blocked in the kernel (which
@@ -153,8 +155,23 @@ class Waits:
             return
         if not self._kernel_quiet(tgid, 0):
             return
-        lib.um_nohang_quiet(tid, 1)
+        quiet = lib.UM_QUIET
+        if self._children(tgid) and not self._sees_sigchld(tgid) and not any(
+                w != tid and self.tgid_of(w) == tgid for w in self.waiters):
+            # its blocking wait would be held (_wait), and a stop end it (or
+            # its next wait) with no SIGCHLD to send and no other waiter to
+            # wake: the C core may do all that (inner.c)
+            quiet |= lib.UM_QUIET_HOLD
+        lib.um_nohang_quiet(tid, quiet)
         self._quiet.add(tid)
+
+    def _unquiet_others(self, tid, tgid):
+        """Thread tid of process tgid waits where only Python's wake ends its
+        wait: the C core must not report stops to its other threads' waits
+        on its own (UM_QUIET_HOLD)."""
+        for other in [q for q in self._quiet if q != tid and self.tgid_of(q) == tgid]:
+            lib.um_nohang_quiet(other, 0)
+            self._quiet.discard(other)
 
     def _unquiet(self):
         """Something may be there for a WNOHANG wait again: Python answers."""
@@ -208,6 +225,7 @@ class Waits:
                 word = t.status
                 if not nowait:
                     t.status = None
+                    lib.um_inner_taken(t.tid)  # if the C core reported it: no longer its to give
                 return self._write_wait(tid, name, args, t.tid, word, t.vtid)
         if name == "waitid" and not options & WEXITED:
             return None
