@@ -74,6 +74,14 @@ TRACERS = {
     "waits": (("waitquiet",), False, rb"blocking wait while both run: Interrupted system call\n(.|\n)*"
               rb"peek: 5eedf00d, errno 0\npeek of nothing: -1, errno 5\n(.|\n)*"
               rb"second child stopped: yes, by 19\n(.|\n)*untraced child exited: yes, status 5\nkilled: 2"),
+    # strace -f's cycle (blocking wait, WNOHANG waits, GET_SYSCALL_INFO,
+    # PTRACE_SYSCALL) over two tracees while SIGALRM interrupts the tracer
+    # every 500 us: no ptrace() or WNOHANG wait fails, no stop is lost or
+    # seen twice (an answer to a notified call that a signal's interruption
+    # lost is given to its restart, not acted on again)
+    "sigstorm": (("sigstorm",), False, rb"child 1: getppid entries 1000 exits 1000, exited 0\n"
+                 rb"child 2: getppid entries 1000 exits 1000, exited 0\n"
+                 rb"ptrace errors 0, WNOHANG errors 0, signals: many\n"),
 }
 
 

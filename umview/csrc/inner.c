@@ -28,8 +28,12 @@ int um_set_inner(int tid, int flags)
     t->inner_seccomp = t->inner && (flags & UM_INNER_SECCOMP);
     t->inner_step = t->inner && (flags & UM_INNER_STEP);
     t->inner_emu = t->inner && (flags & UM_INNER_EMU);
-    if (!t->inner)
+    if (!t->inner) {
         t->inner_by = t->inner_vtid = 0; /* detached: no tracer's requests answered here */
+        t->inner_resume = t->entry_by_c = 0;
+        t->inner_tracer = 0;
+        cpend_drop(tid);
+    }
     if (t->inner != was_inner || t->opts_dirty)
         apply_options(tid);
     return 0;
@@ -384,6 +388,69 @@ static void count_served(int abi, uint64_t nr)
     stats.inner_served++;
 }
 
+/* A notification answered is not always an answer received: a signal (or
+ * an interrupt) that ends the caller's wait just before the answer is sent
+ * leaves the call -ERESTARTSYS whatever the answer (kernel/seccomp.c), and
+ * the call is made again. For the calls of inner tracers the monitor acts
+ * on (a tracee resumed, a stop taken by a wait) the answer is kept
+ * (memo_state 1) until the caller's next call; at a signal-delivery or
+ * interrupt stop that shows the call restarting, it is marked lost (2), and
+ * the restart gets it instead of acting again. The main thread's. */
+int inner_handable(const struct seccomp_notif *req)
+{
+    return req->data.arch == AUDIT_ARCH_X86_64 &&
+           (req->data.nr == UM_NR_X86_64_ptrace || req->data.nr == UM_NR_X86_64_wait4);
+}
+
+void inner_memo(const struct seccomp_notif *req, long rval)
+{
+    struct um_thread *t = thr((pid_t)req->pid);
+    t->memo_nr = req->data.nr;
+    memcpy(t->memo_args, req->data.args, sizeof t->memo_args);
+    t->memo_rval = rval;
+    __atomic_store_n(&t->memo_state, 1, __ATOMIC_RELEASE);
+}
+
+void inner_memo_stop(pid_t tid, const struct user_regs_struct *r)
+{
+    struct um_thread *t = thr(tid);
+    long long e = (long long)r->rax;
+    if (t->memo_state != 1)
+        return;
+    if ((e == -ERESTARTSYS_ || e == -ERESTARTNOINTR_ || e == -ERESTARTNOHAND_) && r->orig_rax == t->memo_nr &&
+        r->rdi == t->memo_args[0] && r->rsi == t->memo_args[1] && r->rdx == t->memo_args[2] &&
+        r->r10 == t->memo_args[3])
+        __atomic_store_n(&t->memo_state, 2, __ATOMIC_RELEASE);
+    else
+        t->memo_state = 0; /* it went on: the answer came */
+}
+
+/* tid's lost answer, if this call is its restart: 1 with *rval; any memo
+ * of tid's is gone after */
+static int memo_take(pid_t tid, uint64_t nr, const uint64_t *args, long *rval)
+{
+    struct um_thread *t = thr(tid);
+    int lost = t->memo_state == 2 && t->memo_nr == nr && !memcmp(t->memo_args, args, sizeof t->memo_args);
+    if (lost)
+        *rval = t->memo_rval;
+    if (t->memo_state)
+        t->memo_state = 0;
+    return lost;
+}
+
+static void answer_inner(const struct seccomp_notif *req, long r)
+{
+    struct seccomp_notif_resp resp;
+    memset(&resp, 0, sizeof resp);
+    resp.id = req->id;
+    if (r < 0)
+        resp.error = (int32_t)r;
+    else
+        resp.val = r;
+    inner_memo(req, r); /* before the answer: the caller may run at once */
+    notif_ioctl(SECCOMP_IOCTL_NOTIF_SEND, &resp); /* ENOENT: the caller is gone, or its restart comes */
+}
+
 /* A seccomp stop of thread tid's ptrace or wait4 call: a data request, or a
  * WNOHANG wait that finds nothing, answered here without handing Python the
  * event: 1 if answered (the call skipped with its result, tid resumed), else
@@ -393,6 +460,8 @@ static void count_served(int abi, uint64_t nr)
 int inner_request(pid_t tid, const struct um_sci *si)
 {
     long r = 0;
+    if (thr(tid)->memo_state)
+        thr(tid)->memo_state = 0; /* another call: the answer came */
     if (abi_of(si) != UM_ABI_X86_64 || thr(tid)->inner)
         return 0;
     if (si->seccomp.nr == UM_NR_X86_64_wait4 && nnotes < MAX_NOTES && quiet_for_c(tid) &&
@@ -433,6 +502,19 @@ int inner_notif(const struct seccomp_notif *req, int alone)
     pid_t tid = (pid_t)req->pid;
     const uint64_t *args = (const uint64_t *)req->data.args;
     long r = 0;
+    /* one a signal ended while it waited (a serving thread handed it
+     * over, or Python held the main thread): its restart is the one to
+     * act on, maybe served already */
+    if (!alone && inner_handable(req) && notif_stale(req))
+        return 1;
+    if (__atomic_load_n(&thr(tid)->memo_state, __ATOMIC_ACQUIRE) && inner_handable(req)) {
+        if (alone)
+            return -1; /* the memos are the main thread's */
+        if (memo_take(tid, req->data.nr, args, &r)) {
+            answer_inner(req, r);
+            return 1;
+        }
+    }
     if (req->data.arch != AUDIT_ARCH_X86_64 || thr(tid)->inner)
         return 0;
     if (req->data.nr == UM_NR_X86_64_wait4) {
@@ -459,14 +541,7 @@ int inner_notif(const struct seccomp_notif *req, int alone)
         return 0;
     }
     count_served(UM_ABI_X86_64, req->data.nr);
-    struct seccomp_notif_resp resp;
-    memset(&resp, 0, sizeof resp);
-    resp.id = req->id;
-    if (r < 0)
-        resp.error = (int32_t)r;
-    else
-        resp.val = r;
-    notif_ioctl(SECCOMP_IOCTL_NOTIF_SEND, &resp); /* ENOENT: a signal ended its wait */
+    answer_inner(req, r);
     return 1;
 }
 

@@ -162,6 +162,11 @@ struct um_thread {
     pid_t cpend_tracer;       /* ... the tracer thread it is pending for */
     int cpending;             /* as a tracer thread: how many are pending for it (read by
                                * serving threads) */
+    int memo_state;           /* as a tracer thread: its last notified call the monitor acted
+                               * for (inner_memo): 1 answered, 2 the answer lost to a signal or
+                               * an interrupt (its restart gets it), 0 none */
+    long memo_rval;
+    uint64_t memo_nr, memo_args[4];
     pid_t inner_tvtid;        /* the id that tracer names it by */
     pid_t inner_by;           /* ... held at a stop this tracer thread knows of: 0 if not */
     uint64_t quiet_gen;       /* as a tracer: its WNOHANG wait finds nothing while family_gen
@@ -279,6 +284,9 @@ int inner_request(pid_t tid, const struct um_sci *si);
 int inner_stop(pid_t tid, int kind); /* inner.c: a syscall stop C reports itself */
 void cpend_drop(pid_t tid);         /* inner.c: ... no longer pending */
 int inner_notif(const struct seccomp_notif *req, int alone); /* inner.c */
+int inner_handable(const struct seccomp_notif *req);       /* an inner tracer's ptrace or wait4 */
+void inner_memo(const struct seccomp_notif *req, long rval); /* its answer, for its restart */
+void inner_memo_stop(pid_t tid, const struct user_regs_struct *r); /* ... lost? */
 uint64_t um_family_gen(void);
 void family_gen_bump(void);
 
@@ -335,7 +343,8 @@ void pin_restore(pid_t tid, int execed);
 extern int servers_running, handover_fd;
 void servers_start(void);
 void servers_stop(void);
-int notif_ioctl(unsigned long request, void *arg); /* a listener ioctl, again after EINTR (not RECV) */
+int notif_ioctl(unsigned long request, void *arg);
+int notif_stale(const struct seccomp_notif *req); /* notif.c: no longer valid (counted) */ /* a listener ioctl, again after EINTR (not RECV) */
 int servers_polling(void);   /* do serving threads take the notifications now (not the main thread)? */
 void tables_write_lock(void);   /* around every change of what serving threads read */
 void tables_write_unlock(void);

@@ -420,7 +420,10 @@ static int interrupted_wait(pid_t tid, const struct user_regs_struct *rp)
 static void keep_notified_call(pid_t tid)
 {
     struct user_regs_struct r;
-    if (get_regs(tid, &r) || !interrupted_wait(tid, &r))
+    if (get_regs(tid, &r))
+        return;
+    inner_memo_stop(tid, &r); /* an inner tracer's call whose answer may be lost (inner.c) */
+    if (!interrupted_wait(tid, &r))
         return;
     r.rax = (unsigned long long)-ERESTARTNOINTR_;
     write_failed(tid, "a notified call could not be made to restart after a signal (it may fail with EINTR)",
@@ -533,6 +536,13 @@ int um_next(struct um_event *ev)
         int sig = WSTOPSIG(status);
         int event = (unsigned)status >> 16;
 
+        if (thr(tid)->memo_state == 1 && event == PTRACE_EVENT_STOP) {
+            /* an interrupt may have ended the wait of a notified call of an
+             * inner tracer's whose answer was sent (inner.c) */
+            struct user_regs_struct r;
+            if (get_regs(tid, &r) == 0)
+                inner_memo_stop(tid, &r);
+        }
         if (sig == SIGTRAP && event == PTRACE_EVENT_SECCOMP) {
             stats.seccomp_stops++;
             if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof si, &si) <= 0 || si.op != SI_SECCOMP ||

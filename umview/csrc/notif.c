@@ -41,7 +41,7 @@ static int serve_req(const struct seccomp_notif *req, int how);
 /* Is the notification stale, now that C read the caller's memory or /proc
  * files (the caller died, or a signal ended its wait: what was read may be
  * another process's)? */
-static int stale(const struct seccomp_notif *req)
+int notif_stale(const struct seccomp_notif *req)
 {
     if (notif_ioctl(SECCOMP_IOCTL_NOTIF_ID_VALID, (void *)&req->id) == 0)
         return 0;
@@ -63,7 +63,7 @@ static int decide_notif(pid_t tid, const struct seccomp_notif *req, int abi, str
     dec.nr = req->data.nr;
     memcpy(dec.args, req->data.args, sizeof dec.args);
     int d = decide_call(tid, &dec, read);
-    if (*read && d != UM_DECIDE_NATIVE && stale(req))
+    if (*read && d != UM_DECIDE_NATIVE && notif_stale(req))
         return NOTIF_STALE;
     int err = refusal(tid, d);
     if (err) {
@@ -168,7 +168,7 @@ static int serve_req(const struct seccomp_notif *req, int how)
                 decided_again(dec.sc, d); /* the main thread decides it again */
                 return 0;
             }
-            if (read && stale(req))
+            if (read && notif_stale(req))
                 return 1;
             if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) == 0) {
                 thr(tid)->redirected = 1;
@@ -182,7 +182,9 @@ static int serve_req(const struct seccomp_notif *req, int how)
                 decided_again(dec.sc, d);
                 return 0;
             }
-            if ((how & SERVE_MAY_HAND) && (claim[abi][dec.sc] & UM_CLAIM_NOTIFY)) {
+            if ((how & SERVE_MAY_HAND) && ((claim[abi][dec.sc] & UM_CLAIM_NOTIFY) || inner_handable(req))) {
+                /* Python answers it as the notification (an inner tracer's
+                 * call too: answered without a stop of the tracer's) */
                 held_notif = *req;
                 notif_state = 1;
                 return 1; /* answered after Python's reply */
@@ -271,6 +273,10 @@ void finish_notif(struct um_event *ev)
     } else {
         resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
     }
+    /* an inner tracer's call Python acted for: its restart, if a signal
+     * ended its wait, gets the same answer (inner_memo) */
+    if (ev->reply == UM_REPLY_SKIP && inner_handable(&held_notif))
+        inner_memo(&held_notif, ev->rval);
     notif_ioctl(SECCOMP_IOCTL_NOTIF_SEND, &resp); /* ENOENT: the caller is gone */
 }
 

@@ -388,12 +388,12 @@ static void trap_notif_values(int abi, long nr, int arg, const uint32_t *values,
 static int um_inner_notif_unlocked(void)
 {
     static const uint32_t reqs[] = {PTRACE_PEEKTEXT, PTRACE_PEEKDATA, PTRACE_PEEKUSER, PTRACE_GETREGS,
-                                    PTRACE_GET_SYSCALL_INFO};
+                                    PTRACE_GET_SYSCALL_INFO, PTRACE_CONT, PTRACE_SYSCALL};
     static const uint32_t nohang[] = {WNOHANG | __WALL};
     if (filter_fixed)
         return -EBUSY;
     /* every other request stops as before: the trap of the view's ptrace */
-    trap_notif_values(UM_ABI_X86_64, UM_NR_X86_64_ptrace, 0, reqs, 5, UM_TRAP_NOTIF_VALUES_TRACE);
+    trap_notif_values(UM_ABI_X86_64, UM_NR_X86_64_ptrace, 0, reqs, 7, UM_TRAP_NOTIF_VALUES_TRACE);
     /* other waits are trapped (a filter stacked) once there is a tracer */
     trap_notif_values(UM_ABI_X86_64, UM_NR_X86_64_wait4, 2, nohang, 1,
                       trap[UM_ABI_X86_64][UM_NR_X86_64_wait4] == UM_TRAP_TRACE ? UM_TRAP_NOTIF_VALUES_TRACE
