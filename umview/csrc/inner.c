@@ -296,7 +296,8 @@ static int holdable_wait(pid_t tid, const uint64_t *args, pid_t vtid)
  * that has not come yet. */
 static int nohang_quiet(pid_t tid, const uint64_t *args)
 {
-    return (int)args[0] == -1 && args[2] == (WNOHANG | __WALL) && !__atomic_load_n(&thr(tid)->cpending, __ATOMIC_ACQUIRE) &&
+    return (int)args[0] == -1 && args[2] == (WNOHANG | __WALL) &&
+           !__atomic_load_n(&thr(tid)->cpending, __ATOMIC_ACQUIRE) &&
            __atomic_load_n(&thr(tid)->quiet_gen, __ATOMIC_ACQUIRE) == um_family_gen() + 1;
 }
 

@@ -343,8 +343,8 @@ void pin_restore(pid_t tid, int execed);
 extern int servers_running, handover_fd;
 void servers_start(void);
 void servers_stop(void);
-int notif_ioctl(unsigned long request, void *arg);
-int notif_stale(const struct seccomp_notif *req); /* notif.c: no longer valid (counted) */ /* a listener ioctl, again after EINTR (not RECV) */
+int notif_ioctl(unsigned long request, void *arg); /* a listener ioctl, again after EINTR (not RECV) */
+int notif_stale(const struct seccomp_notif *req); /* notif.c: no longer valid (counted) */
 int servers_polling(void);   /* do serving threads take the notifications now (not the main thread)? */
 void tables_write_lock(void);   /* around every change of what serving threads read */
 void tables_write_unlock(void);
