@@ -241,11 +241,11 @@ static int entry_decided_in_c(pid_t pid)
     return 1;
 }
 
-/* PTRACE_SYSCALL or PTRACE_CONT with no signal, of tracer tid, on pid held at
+/* PTRACE_SYSCALL or PTRACE_CONT with no signal, of its tracer, on pid held at
  * a syscall stop its tracer knows of that C may end (um_inner_stopped's
  * resume): done as Python's Requests._resume would (the entry's call
  * decided first), the tracee noted for Python's records. 1 if done. */
-static int resume_request(pid_t tid, uint64_t req, pid_t pid, uint64_t sig)
+static int resume_request(uint64_t req, pid_t pid, uint64_t sig)
 {
     struct um_thread *t = thr(pid);
     int kind = t->inner_resume;
@@ -253,7 +253,6 @@ static int resume_request(pid_t tid, uint64_t req, pid_t pid, uint64_t sig)
         return 0;
     if (kind == UM_RESUME_ENTRY && !entry_decided_in_c(pid))
         return 0;
-    (void)tid;
     t->inner_sys = req == PTRACE_SYSCALL;
     t->inner_by = t->inner_vtid = 0;
     t->inner_shown = t->inner_resume = 0;
@@ -336,7 +335,7 @@ static int data_request(pid_t tid, const uint64_t *args, long *rval)
     switch (req) {
     case PTRACE_SYSCALL:
     case PTRACE_CONT:
-        if (!resume_request(tid, req, pid, data))
+        if (!resume_request(req, pid, data))
             return 0;
         *rval = 0;
         return 1;
@@ -465,27 +464,22 @@ int inner_request(pid_t tid, const struct um_sci *si)
         thr(tid)->memo_state = 0; /* another call: the answer came */
     if (abi_of(si) != UM_ABI_X86_64 || thr(tid)->inner)
         return 0;
-    if (si->seccomp.nr == UM_NR_X86_64_wait4 && nnotes < MAX_NOTES && quiet_for_c(tid) &&
-        take_cpend(tid, si->seccomp.args, &r)) {
-        /* a stop C reported, pending for it */
-        count_served(UM_ABI_X86_64, si->seccomp.nr);
-        cur_sci = *si;
-        skip_call(tid, UM_ABI_X86_64, si->seccomp.args, r);
-        resume(tid, PTRACE_CONT, 0);
-        return 1;
-    }
-    if (si->seccomp.nr == UM_NR_X86_64_wait4 && nnotes < MAX_NOTES && holdable_wait(tid, si->seccomp.args, 0) &&
-        hold_wait(tid, (long)si->seccomp.nr, si->seccomp.args)) {
-        /* a blocking wait that finds nothing, of a quiet tracer: held at
-         * its stop as Python would (Waits._wait, um_hold_wait) */
-        note(tid, UM_NOTE_WAIT, si->seccomp.args);
-        count_served(UM_ABI_X86_64, si->seccomp.nr);
-        return 1;
-    }
-    if (si->seccomp.nr == UM_NR_X86_64_wait4 ? !nohang_quiet(tid, si->seccomp.args)
-                                              : si->seccomp.nr != UM_NR_X86_64_ptrace ||
-                                                    !data_request(tid, si->seccomp.args, &r))
+    const uint64_t *args = si->seccomp.args;
+    if (si->seccomp.nr == UM_NR_X86_64_wait4) {
+        if (nnotes < MAX_NOTES && quiet_for_c(tid) && take_cpend(tid, args, &r)) {
+            /* a stop C reported, pending for it: answered with it below */
+        } else if (nnotes < MAX_NOTES && holdable_wait(tid, args, 0) && hold_wait(tid, (long)si->seccomp.nr, args)) {
+            /* a blocking wait that finds nothing, of a quiet tracer: held at
+             * its stop as Python would (Waits._wait, um_hold_wait) */
+            note(tid, UM_NOTE_WAIT, args);
+            count_served(UM_ABI_X86_64, si->seccomp.nr);
+            return 1;
+        } else if (!nohang_quiet(tid, args)) {
+            return 0;
+        }
+    } else if (si->seccomp.nr != UM_NR_X86_64_ptrace || !data_request(tid, args, &r)) {
         return 0;
+    }
     count_served(UM_ABI_X86_64, si->seccomp.nr);
     cur_sci = *si;
     skip_call(tid, UM_ABI_X86_64, si->seccomp.args, r);
@@ -760,6 +754,17 @@ int um_release_wait(int tid)
     return 1;
 }
 
+/* Thread t is held at a syscall stop (kind) its tracer thread tracer knows
+ * of, as um_inner_stopped says it for Python's stops */
+static void stopped_for(struct um_thread *t, pid_t tracer, int kind)
+{
+    t->entry_by_c = 0;
+    t->inner_by = tracer;
+    t->inner_vtid = t->inner_tvtid;
+    t->inner_shown = 0;
+    t->inner_resume = (unsigned)kind;
+}
+
 /* A syscall stop (kind: UM_RESUME_ENTRY or _EXIT) of thread tid that its
  * tracer waits for, reported by C as Python would (Events._report, then
  * Waits._answer_held): its tracer thread is held in a wait4 that takes it
@@ -784,11 +789,7 @@ int inner_stop(pid_t tid, int kind)
         if (ncpend >= MAX_CPEND || !quiet_for_c(tracer))
             return 0;
         uint64_t args[4] = {(uint64_t)(uint32_t)word, 0, 0, 0};
-        t->entry_by_c = 0;
-        t->inner_by = tracer;
-        t->inner_vtid = t->inner_tvtid;
-        t->inner_shown = 0;
-        t->inner_resume = (unsigned)kind;
+        stopped_for(t, tracer, kind);
         cpend_add(tid, tracer, word);
         note(tid, kind == UM_RESUME_ENTRY ? UM_NOTE_PENDING_ENTRY : UM_NOTE_PENDING_EXIT, args);
         stats.inner_served++;
@@ -802,11 +803,7 @@ int inner_stop(pid_t tid, int kind)
         return 0;
     if (held_waits[i].args[1] && um_write_mem(tracer, held_waits[i].args[1], &word, sizeof word) != sizeof word)
         return 0;
-    t->entry_by_c = 0;
-    t->inner_by = tracer;
-    t->inner_vtid = t->inner_tvtid;
-    t->inner_shown = 0;
-    t->inner_resume = (unsigned)kind;
+    stopped_for(t, tracer, kind);
     note(tid, kind == UM_RESUME_ENTRY ? UM_NOTE_ENTRY : UM_NOTE_EXIT, NULL);
     thr(tracer)->wait_nr = 0;
     stats.inner_served++;
